@@ -1,0 +1,37 @@
+# jacacc — two commands for a fresh machine:
+#   make demo   create .venv, install, run the built-in example end to end
+#   make test   create .venv if missing, install every CPU-capable extra, run the tests
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+
+.PHONY: demo test test-slow lint clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# stamp files: re-install only when pyproject.toml changes
+$(VENV)/.core-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e ".[test,all-cpu]"
+	touch $@ $(VENV)/.core-installed
+
+demo: $(VENV)/.core-installed
+	$(PY) -m jacacc.demo
+
+test: $(VENV)/.test-installed
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: $(VENV)/.test-installed
+	$(PY) -m pytest -q -m slow
+
+lint: $(VENV)/.test-installed
+	$(VENV)/bin/ruff check jacacc tests experiments paper_reproductions
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

@@ -1,0 +1,5 @@
+import sys
+
+from jacacc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,201 @@
+"""``jacacc.optimize``: find an elimination order and turn it into a Schedule.
+
+The one entry point users need: graph in (any form :func:`~jacacc.graph.as_graph`
+accepts), :class:`Plan` out — order, schedule, cost, optimality, bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jacacc.eliminate import get_engine
+from jacacc.graph import CompGraph, as_graph
+from jacacc.orders import find_order
+from jacacc.schedule import Schedule
+
+__all__ = ["Plan", "optimize", "structural_lower_bound"]
+
+Node = Hashable
+
+
+def structural_lower_bound(graph: CompGraph, mode: str = "vertex") -> int:
+    """A proven lower bound on the multiplications of any ``mode`` elimination.
+
+    Every (input, output) pair joined by a path of length ≥ 2 needs at least
+    one multiplication targeting its Jacobian entry (a fill-in creating it or
+    an absorption into it), and distinct entries are distinct targets.  In
+    vertex and edge mode every intermediate also needs at least one step of
+    cost ≥ 1 (a pruned graph keeps every intermediate on a path), and each
+    step removes at most one intermediate.
+
+    Examples
+    --------
+    >>> g = CompGraph.from_edges(["x"], ["y", "z"], [("x", "v"), ("v", "y"), ("v", "z")])
+    >>> structural_lower_bound(g)
+    2
+    """
+    domain = graph.index_domain()
+    inputs = set(graph.inputs)
+    long_pairs = 0
+    for out in graph.outputs:
+        reach: set[Node] = set()
+        for p in graph.predecessors(out):
+            if p not in inputs:
+                reach |= domain[p]
+        long_pairs += len(reach)
+    if mode in ("vertex", "edge"):
+        return max(long_pairs, len(graph.intermediates))
+    return long_pairs
+
+
+@dataclass
+class Plan:
+    """The result of :func:`optimize`: an order, its schedule and what is known about it.
+
+    Attributes
+    ----------
+    graph : CompGraph
+    mode, method : str
+    order : tuple
+        Intermediates (vertex mode) or :class:`~jacacc.eliminate.EdgeStep` s (edge mode).
+    schedule : Schedule
+    optimal : bool or None
+        True when proven optimal for the mode, False when known not to be,
+        None when unknown.
+    lower_bound : int or None
+        A proven lower bound on the multiplications of any order of the mode.
+    """
+
+    graph: CompGraph
+    mode: str
+    method: str
+    order: tuple
+    schedule: Schedule
+    optimal: bool | None = None
+    lower_bound: int | None = None
+    seed: int | None = None
+    options: dict = field(default_factory=dict)
+
+    @property
+    def mults(self) -> int:
+        """Multiplications, counted from the schedule's ops."""
+        return self.schedule.mults
+
+    @property
+    def adds(self) -> int:
+        """Additions, counted from the schedule's accumulating ops."""
+        return self.schedule.adds
+
+    def jacobian(self, partials: Any = None) -> np.ndarray:
+        """Evaluate the schedule: on the graph's own partials, or on ``partials``
+        of shape ``(..., n_edges)``; returns ``(..., len(outputs), len(inputs))``."""
+        values = self.graph.partial_array() if partials is None else partials
+        return self.schedule.evaluate(values)
+
+    def order_strings(self) -> list[str]:
+        return [str(x) for x in self.order]
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-serialisable summary (the CLI's ``--json`` record)."""
+        if self.mode == "edge":
+            order = [[_plain(s.edge[0]), _plain(s.edge[1]), s.direction] for s in self.order]
+        else:
+            order = [_plain(x) for x in self.order]
+        return {
+            "mode": self.mode,
+            "method": self.method,
+            "mults": self.mults,
+            "adds": self.adds,
+            "fill_ins": self.schedule.fill_ins,
+            "optimal": self.optimal,
+            "lower_bound": self.lower_bound,
+            "seed": self.seed,
+            "order": order,
+        }
+
+    def __repr__(self) -> str:
+        optimal = {True: "yes", False: "no", None: "unknown"}[self.optimal]
+        rows = [
+            ("mode", self.mode),
+            ("method", self.method),
+            ("mults", self.mults),
+            ("adds", self.adds),
+            ("optimal", optimal),
+            ("lower bound", "unknown" if self.lower_bound is None else self.lower_bound),
+            ("graph", f"{len(self.graph.inputs)} in, {len(self.graph.intermediates)} mid, "
+                      f"{len(self.graph.outputs)} out, {self.graph.n_edges} edges"),
+            ("order", _abbreviate(self.order_strings())),
+        ]
+        return "Plan\n" + "\n".join(f"  {k:<12} {v}" for k, v in rows)
+
+
+def _plain(x: Any) -> Any:
+    return int(x) if isinstance(x, np.integer) else x
+
+
+def _abbreviate(items: list[str], limit: int = 12) -> str:
+    if len(items) <= limit:
+        return " ".join(items)
+    return " ".join(items[:limit]) + f" ... ({len(items)} steps)"
+
+
+def optimize(
+    graph: Any,
+    mode: str = "vertex",
+    method: str | Callable[..., Any] | Sequence[Any] = "markowitz",
+    seed: int | None = None,
+    **options: Any,
+) -> Plan:
+    """Find an elimination order for ``graph`` and build its Schedule.
+
+    Parameters
+    ----------
+    graph : CompGraph, networkx.DiGraph, dict or path
+        The graph (see :func:`jacacc.graph.as_graph`); a traced function's
+        ``.graph`` works too.
+    mode : {"vertex", "edge"} or another registered mode
+    method : str, callable or explicit order
+        A name from :func:`jacacc.methods` (``mode``), a callable
+        ``finder(graph, *, seed=None, **options)``, or an explicit order: a
+        permutation of the intermediates (vertex mode) or a list of
+        ``((src, dst), "front" | "back")`` steps (edge mode).
+    seed : int, optional
+        For randomized methods.
+    **options
+        Passed to the method.
+
+    Returns
+    -------
+    Plan
+
+    Examples
+    --------
+    >>> g = {"inputs": ["x"], "outputs": ["y", "z"],
+    ...      "edges": [["x", "a", 2], ["a", "b", 3], ["b", "y", 5], ["b", "z", 7]]}
+    >>> plan = optimize(g, method="markowitz")
+    >>> plan.mults, plan.order
+    (3, ('a', 'b'))
+    >>> plan.jacobian().ravel().tolist()
+    [30.0, 42.0]
+    """
+    g = as_graph(graph)
+    engine = get_engine(mode)
+    if isinstance(method, str) or callable(method):
+        result = find_order(g, mode, method, seed, options)
+        name = method if isinstance(method, str) else getattr(method, "__name__", "callable")
+    else:
+        from jacacc.orders import OrderResult
+
+        result, name = OrderResult(method), "explicit"
+    schedule = engine(g, result.order)
+    bound = structural_lower_bound(g, mode)
+    if result.lower_bound is not None:
+        bound = max(bound, result.lower_bound)
+    optimal = result.optimal
+    if optimal is None and schedule.mults == bound:
+        optimal = True  # the bound is attained, so no order of this mode is cheaper
+    return Plan(g, mode, name, schedule.order, schedule, optimal, bound, seed, dict(options))

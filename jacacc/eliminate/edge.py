@@ -1,0 +1,76 @@
+"""Edge elimination: apply a sequence of front/back eliminations, emit a Schedule.
+
+Front elimination of ``(i, j)`` multiplies it into every out-edge of ``j``
+(cost ``|S(j)|``); back elimination of ``(j, k)`` multiplies it into every
+in-edge of ``j`` (cost ``|P(j)|``).  An intermediate left without in- or
+out-edges is removed.  The sequence is complete when no intermediate is left
+(Griewank & Walther 2008, §9.3; paper 003 §1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from jacacc.eliminate.state import EdgeStep, EliminationGraph
+from jacacc.errors import OrderError
+from jacacc.graph import CompGraph, _show
+from jacacc.schedule import Schedule, ScheduleBuilder
+
+Node = Hashable
+DIRECTIONS = ("front", "back")
+
+
+def as_edge_step(item: Any, position: int) -> EdgeStep:
+    """Normalize ``((u, v), dir)``, ``(u, v, dir)`` or ``{"edge": [u, v], "direction": dir}``."""
+    if isinstance(item, dict):
+        item = (item.get("edge"), item.get("direction"))
+    if isinstance(item, (list, tuple)) and len(item) == 3:
+        item = ((item[0], item[1]), item[2])
+    if not (
+        isinstance(item, (list, tuple))
+        and len(item) == 2
+        and isinstance(item[0], (list, tuple))
+        and len(item[0]) == 2
+    ):
+        raise OrderError(
+            f"step #{position} of the edge elimination sequence is {item!r}; "
+            "a step is ((src, dst), 'front' | 'back')"
+        )
+    (u, v), direction = item
+    if direction not in DIRECTIONS:
+        raise OrderError(f"step #{position} has direction {direction!r}; use 'front' or 'back'")
+    return EdgeStep((u, v), direction)
+
+
+def eliminate_edges(graph: CompGraph, sequence: Sequence[Any]) -> Schedule:
+    """Apply an edge elimination sequence and return its Schedule.
+
+    Raises
+    ------
+    OrderError
+        If a step names an edge not present at that point, eliminates toward a
+        non-intermediate, or the sequence ends with intermediates left.
+
+    Examples
+    --------
+    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 2.0), ("v", "y", 3.0)])
+    >>> s = eliminate_edges(g, [(("x", "v"), "front")])
+    >>> s.mults, s.evaluate(g.partial_array()).item()
+    (1, 6.0)
+    """
+    if isinstance(sequence, (str, bytes)) or not isinstance(sequence, Sequence):
+        raise OrderError(f"an edge elimination sequence is a list of steps, got {type(sequence).__name__}")
+    steps = tuple(as_edge_step(item, pos) for pos, item in enumerate(sequence))
+    builder = ScheduleBuilder(graph.inputs, graph.outputs, graph.edges)
+    state = EliminationGraph(graph, builder)
+    for pos, step in enumerate(steps):
+        problem = state.check_step(step)
+        if problem is not None:
+            raise OrderError(f"step #{pos} ({step}): {problem}")
+        state.apply(step)
+    if not state.done:
+        raise OrderError(
+            f"the edge elimination sequence ends with intermediates left: {_show(state.intermediates)}"
+        )
+    return builder.build(list(state.edges()), mode="edge", order=steps)

@@ -1,0 +1,56 @@
+"""Exception types raised by jacacc.
+
+Every error a user can provoke with bad input derives from :class:`JacaccError`,
+so callers can catch one type; each subclass also derives from the builtin
+exception a Python user would expect (``ValueError``, ``TypeError``,
+``ImportError``).
+"""
+
+from __future__ import annotations
+
+
+class JacaccError(Exception):
+    """Base class of every error jacacc raises on purpose."""
+
+
+class GraphError(JacaccError, ValueError):
+    """A computational graph is malformed: cycle, bad edge, unknown node, ..."""
+
+
+class OrderError(JacaccError, ValueError):
+    """An elimination order is invalid for the graph it is applied to."""
+
+
+class RegistryError(JacaccError, ValueError):
+    """An unknown mode, method or backend name was requested."""
+
+
+class UnsupportedOperationError(JacaccError, TypeError):
+    """The tracer met an operation it has no derivative rule for."""
+
+
+class TraceError(JacaccError, ValueError):
+    """A function cannot be traced as called: bad ``n_inputs``, an output that is
+    not a number or traced value, a tracer used outside its trace."""
+
+
+class MissingExtraError(JacaccError, ImportError):
+    """An optional dependency (an *extra*) is needed but not installed."""
+
+
+def require_extra(module: str, extra: str):
+    """Import ``module`` or raise :class:`MissingExtraError` naming ``extra``.
+
+    Heavy dependencies (ortools, numba, cupy, matplotlib, jax, torch) are
+    imported only inside the functions that need them; this keeps
+    ``import jacacc`` cheap and gives one clear message when one is missing.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MissingExtraError(
+            f"{module!r} is not installed; install it with "
+            f"`pip install 'jacacc[{extra}]'`"
+        ) from exc

@@ -1,0 +1,656 @@
+"""Computational graphs: the CompGraph / LCG schema, validation, IO, reference Jacobian.
+
+A *computational graph* (paper 003 §2–3) is a DAG whose vertices are the
+variables of a program and whose edge ``u → v`` carries the local partial
+derivative ∂v/∂u.  Edges follow the **data flow** (paper 003 draws the
+dependence arrows the other way round).  When every partial is a number the
+graph is a *linearized computational graph* (LCG); a traced graph carries
+symbolic partials (:mod:`jacacc.expr`) and becomes an LCG through
+``linearize``.
+
+Conventions enforced on construction:
+
+* inputs have no in-edges, outputs have no out-edges, no vertex is both;
+* the graph is acyclic and has no duplicate edge;
+* inputs and outputs are ordered: Jacobian rows follow ``outputs``, columns
+  follow ``inputs``;
+* intermediates that cannot be reached from an input, or cannot reach an
+  output, contribute nothing to the Jacobian; they are **pruned with a
+  warning** (:class:`PrunedVerticesWarning`) so that every remaining edge lies
+  on an input→output path, which the elimination engines rely on.
+
+Node ids are strings or integers (the JSON exchange format allows nothing
+else).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import warnings
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from jacacc.errors import GraphError
+
+__all__ = [
+    "CompGraph",
+    "PrunedVerticesWarning",
+    "as_graph",
+    "reference_jacobian",
+]
+
+Node = Hashable
+Edge = tuple[Node, Node]
+KINDS = ("input", "intermediate", "output")
+
+
+class PrunedVerticesWarning(UserWarning):
+    """Intermediates that lie on no input→output path were removed."""
+
+
+def _show(nodes: Iterable[Node], limit: int = 8) -> str:
+    """Render a few node ids (or edges) for an error message."""
+    items = list(nodes)
+    text = ", ".join(_show_one(x) for x in items[:limit])
+    if len(items) > limit:
+        text += f", ... ({len(items)} in all)"
+    return text
+
+
+def _show_one(x: Any) -> str:
+    if isinstance(x, tuple) and len(x) == 2:
+        return f"({x[0]!r} → {x[1]!r})"
+    return repr(x)
+
+
+def _check_node_id(node: Any, where: str) -> None:
+    # bool is an int subclass but a JSON true/false is never meant as a node id
+    if isinstance(node, bool) or not isinstance(node, (str, int, np.integer)):
+        raise GraphError(
+            f"node id {node!r} in {where} is a {type(node).__name__}; node ids must be strings or integers"
+        )
+
+
+def _normalize_partial(value: Any, edge: Edge) -> Any:
+    """Return the stored form of a partial: float, symbolic object, string or None.
+
+    Numbers (also numeric strings such as ``"2.5"``) become floats; other
+    strings are kept as expression text; objects with an ``evaluate`` method
+    (:class:`jacacc.expr.Expr`) are kept as symbolic partials; ``None`` marks a
+    structural edge whose value is not known.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise GraphError(f"edge {_show_one(edge)} has a non-numeric partial {value!r} (a boolean)")
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.shape == () and np.issubdtype(value.dtype, np.number):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            if not value.strip():
+                raise GraphError(f"edge {_show_one(edge)} has an empty partial string") from None
+            return value
+    if hasattr(value, "evaluate") and hasattr(value, "variables"):
+        return value
+    raise GraphError(
+        f"edge {_show_one(edge)} has a non-numeric partial {value!r} (type {type(value).__name__}); "
+        "a partial is a number, an expression string, or null"
+    )
+
+
+class CompGraph:
+    """A validated computational graph with ordered inputs and outputs.
+
+    Parameters
+    ----------
+    digraph : networkx.DiGraph
+        The graph; edge attribute ``partial`` holds ∂v/∂u (a number, an
+        expression, or absent for a structure-only graph).  Other node and edge
+        attributes are kept.
+    inputs, outputs : sequence of node ids
+        The independent and dependent variables, in Jacobian column / row
+        order.  Every other vertex is an intermediate.
+    prune : bool, default True
+        Remove (with a :class:`PrunedVerticesWarning`) intermediates that lie on
+        no input→output path.  With ``prune=False`` such vertices are an error.
+
+    Examples
+    --------
+    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 2.0), ("v", "y", 3.0)])
+    >>> g
+    CompGraph(inputs=1, intermediates=1, outputs=1, edges=2, partials='numeric')
+    >>> reference_jacobian(g)
+    array([[6.]])
+    """
+
+    def __init__(
+        self,
+        digraph: nx.DiGraph,
+        inputs: Sequence[Node],
+        outputs: Sequence[Node],
+        *,
+        prune: bool = True,
+    ) -> None:
+        if not isinstance(digraph, nx.DiGraph) or digraph.is_multigraph():
+            raise GraphError(
+                f"expected a networkx.DiGraph, got {type(digraph).__name__}; "
+                "duplicate (parallel) edges are not allowed"
+            )
+        g = nx.DiGraph()
+        g.add_nodes_from(digraph.nodes(data=True))
+        g.add_edges_from(digraph.edges(data=True))
+        self._inputs = tuple(inputs)
+        self._outputs = tuple(outputs)
+        self._check_endpoints(g)
+        self._check_acyclic(g)
+        self._check_edge_directions(g)
+        for u, v, data in g.edges(data=True):
+            data["partial"] = _normalize_partial(data.get("partial"), (u, v))
+        self._prune(g, prune)
+        for node in g.nodes:
+            g.nodes[node]["kind"] = self._kind_of(node)
+        self._g = g
+        order = {node: i for i, node in enumerate(g.nodes)}
+        self._topo = tuple(nx.lexicographical_topological_sort(g, key=order.__getitem__))
+        self._edges = tuple(g.edges)
+        self._edge_index = {e: i for i, e in enumerate(self._edges)}
+
+    # ------------------------------------------------------------------ validation
+    def _check_endpoints(self, g: nx.DiGraph) -> None:
+        for name, seq in (("inputs", self._inputs), ("outputs", self._outputs)):
+            for node in seq:
+                _check_node_id(node, name)
+            dupes = sorted({repr(n) for n in seq if seq.count(n) > 1})
+            if dupes:
+                raise GraphError(f"{name} lists a node more than once: {', '.join(dupes)}")
+            unknown = [n for n in seq if n not in g]
+            if unknown:
+                raise GraphError(f"unknown node(s) in {name}: {_show(unknown)} (not in the graph)")
+        both = set(self._inputs) & set(self._outputs)
+        if both:
+            raise GraphError(
+                f"node(s) {_show(both)} listed both as input and output; "
+                "give the output its own copy node with partial 1"
+            )
+        for node in g.nodes:
+            _check_node_id(node, "the graph")
+
+    @staticmethod
+    def _check_acyclic(g: nx.DiGraph) -> None:
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return
+        path = " → ".join(repr(u) for u, _ in cycle) + f" → {cycle[0][0]!r}"
+        raise GraphError(f"the graph has a cycle: {path}")
+
+    def _check_edge_directions(self, g: nx.DiGraph) -> None:
+        into_inputs = [(u, v) for v in self._inputs for u in g.predecessors(v)]
+        if into_inputs:
+            raise GraphError(f"edge(s) into an input: {_show(into_inputs)}; inputs have no in-edges")
+        out_of_outputs = [(u, v) for u in self._outputs for v in g.successors(u)]
+        if out_of_outputs:
+            raise GraphError(
+                f"edge(s) out of an output: {_show(out_of_outputs)}; outputs have no out-edges "
+                "(an output that is used later needs a copy node)"
+            )
+
+    def _prune(self, g: nx.DiGraph, prune: bool) -> None:
+        reached: set[Node] = set(self._inputs)
+        for node in self._inputs:
+            reached |= nx.descendants(g, node)
+        reaching: set[Node] = set(self._outputs)
+        for node in self._outputs:
+            reaching |= nx.ancestors(g, node)
+        endpoints = set(self._inputs) | set(self._outputs)
+        dead = [n for n in g.nodes if n not in endpoints and not (n in reached and n in reaching)]
+        if not dead:
+            return
+        if not prune:
+            raise GraphError(f"intermediate(s) on no input→output path: {_show(dead)}")
+        warnings.warn(
+            f"pruned {len(dead)} intermediate(s) on no input→output path: {_show(dead)}",
+            PrunedVerticesWarning,
+            stacklevel=4,
+        )
+        g.remove_nodes_from(dead)
+
+    def _kind_of(self, node: Node) -> str:
+        if node in self._input_set:
+            return "input"
+        if node in self._output_set:
+            return "output"
+        return "intermediate"
+
+    @property
+    def _input_set(self) -> set[Node]:
+        return set(self._inputs)
+
+    @property
+    def _output_set(self) -> set[Node]:
+        return set(self._outputs)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_edges(
+        cls,
+        inputs: Sequence[Node],
+        outputs: Sequence[Node],
+        edges: Iterable[Sequence[Any]],
+        *,
+        nodes: Iterable[Node] = (),
+        prune: bool = True,
+    ) -> CompGraph:
+        """Build a graph from ``(src, dst[, partial])`` triples.
+
+        ``nodes`` declares vertices that occur in no edge (an input no output
+        depends on, an output that is constant).  Every input and output must
+        occur in an edge or in ``nodes``; a repeated edge is an error.
+
+        Examples
+        --------
+        >>> CompGraph.from_edges([0], [2], [(0, 1, 0.5), (1, 2, 4)]).intermediates
+        (1,)
+        """
+        g = nx.DiGraph()
+        for node in nodes:
+            _check_node_id(node, "nodes")
+            g.add_node(node)
+        for pos, item in enumerate(edges):
+            if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
+                raise GraphError(
+                    f"edge #{pos} is {item!r}; an edge is [src, dst] or [src, dst, partial]"
+                )
+            u, v = item[0], item[1]
+            _check_node_id(u, f"edge #{pos}")
+            _check_node_id(v, f"edge #{pos}")
+            if u == v:
+                raise GraphError(f"the graph has a cycle: self-loop on {u!r} (edge #{pos})")
+            if g.has_edge(u, v):
+                raise GraphError(f"duplicate edge ({u!r} → {v!r}) at edge #{g.edges[u, v]['_pos']} and #{pos}")
+            g.add_edge(u, v, partial=item[2] if len(item) == 3 else None, _pos=pos)
+        for _, _, data in g.edges(data=True):
+            del data["_pos"]
+        return cls(g, inputs, outputs, prune=prune)
+
+    @classmethod
+    def from_networkx(cls, digraph: nx.DiGraph, *, prune: bool = True) -> CompGraph:
+        """Build a graph from a ``networkx.DiGraph`` whose nodes carry ``kind``.
+
+        Input and output order is taken from ``digraph.graph["inputs"]`` /
+        ``["outputs"]`` when present, otherwise from node insertion order.  When
+        *no* node has a ``kind`` attribute, sources are taken as inputs and
+        sinks as outputs.
+
+        Examples
+        --------
+        >>> import networkx as nx
+        >>> G = nx.DiGraph()
+        >>> G.add_edge("a", "b", partial=2.0); G.add_edge("b", "c", partial=-1.0)
+        >>> CompGraph.from_networkx(G).inputs
+        ('a',)
+        """
+        if not isinstance(digraph, nx.DiGraph) or digraph.is_multigraph():
+            raise GraphError(f"expected a networkx.DiGraph, got {type(digraph).__name__}")
+        kinds = nx.get_node_attributes(digraph, "kind")
+        if not kinds:
+            inputs = [n for n in digraph.nodes if digraph.in_degree(n) == 0]
+            outputs = [n for n in digraph.nodes if digraph.out_degree(n) == 0 and digraph.in_degree(n) > 0]
+        else:
+            missing = [n for n in digraph.nodes if n not in kinds]
+            if missing:
+                raise GraphError(f"node(s) without a 'kind' attribute: {_show(missing)}")
+            bad = [n for n, k in kinds.items() if k not in KINDS]
+            if bad:
+                raise GraphError(
+                    f"node(s) with an unknown kind: {_show(bad)}; kind is one of {', '.join(KINDS)}"
+                )
+            inputs = [n for n in digraph.nodes if kinds[n] == "input"]
+            outputs = [n for n in digraph.nodes if kinds[n] == "output"]
+        inputs = cls._declared_order(digraph, "inputs", inputs)
+        outputs = cls._declared_order(digraph, "outputs", outputs)
+        return cls(digraph, inputs, outputs, prune=prune)
+
+    @staticmethod
+    def _declared_order(digraph: nx.DiGraph, key: str, found: list[Node]) -> list[Node]:
+        declared = digraph.graph.get(key)
+        if declared is None:
+            return found
+        declared = list(declared)
+        if set(declared) != set(found) and nx.get_node_attributes(digraph, "kind"):
+            raise GraphError(
+                f"graph attribute {key!r} = {declared!r} disagrees with the nodes whose kind "
+                f"is {key[:-1]!r}: {found!r}"
+            )
+        return declared
+
+    @classmethod
+    def from_json(cls, source: Mapping[str, Any] | str | os.PathLike, *, prune: bool = True) -> CompGraph:
+        """Read the JSON exchange format from a dict or a file path.
+
+        The format is ``{"inputs": [...], "outputs": [...], "edges": [[src, dst,
+        partial], ...]}`` with an optional ``"nodes"`` list for vertices in no
+        edge; ``partial`` is a number, an expression string, or omitted.
+
+        Examples
+        --------
+        >>> g = CompGraph.from_json({"inputs": ["x"], "outputs": ["y"],
+        ...                          "edges": [["x", "t", 2], ["t", "y", 0.5]]})
+        >>> g.to_json()["edges"]
+        [['x', 't', 2.0], ['t', 'y', 0.5]]
+        """
+        data = _load_json(source)
+        if not isinstance(data, Mapping):
+            raise GraphError(f"graph JSON must be an object, got {type(data).__name__}")
+        missing = [k for k in ("inputs", "outputs", "edges") if k not in data]
+        if missing:
+            raise GraphError(f"graph JSON is missing key(s): {', '.join(missing)}")
+        unknown = sorted(set(data) - {"inputs", "outputs", "edges", "nodes", "name", "meta"})
+        if unknown:
+            raise GraphError(f"graph JSON has unknown key(s): {', '.join(unknown)}")
+        for key in ("inputs", "outputs", "edges", "nodes"):
+            if key in data and not isinstance(data[key], list):
+                raise GraphError(f"graph JSON key {key!r} must be a list, got {type(data[key]).__name__}")
+        g = cls.from_edges(data["inputs"], data["outputs"], data["edges"], nodes=data.get("nodes", ()), prune=prune)
+        if data.get("name") is not None:
+            g._g.graph["name"] = data["name"]
+        return g
+
+    # ------------------------------------------------------------------ export
+    def to_json(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
+        """Return the JSON exchange form (and write it to ``path`` if given).
+
+        Symbolic partials are written as their expression text.
+        """
+        isolated = [n for n in self._g.nodes if self._g.degree(n) == 0]
+        data: dict[str, Any] = {"inputs": [_plain(n) for n in self._inputs], "outputs": [_plain(n) for n in self._outputs]}
+        if isolated:
+            data["nodes"] = [_plain(n) for n in isolated]
+        data["edges"] = [self._json_edge(u, v) for u, v in self._edges]
+        if self._g.graph.get("name") is not None:
+            data["name"] = self._g.graph["name"]
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1)
+                fh.write("\n")
+        return data
+
+    def _json_edge(self, u: Node, v: Node) -> list[Any]:
+        p = self._g.edges[u, v]["partial"]
+        if p is None:
+            return [_plain(u), _plain(v)]
+        return [_plain(u), _plain(v), p if isinstance(p, (float, str)) else str(p)]
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A copy as ``networkx.DiGraph`` with ``kind`` node attributes and
+        ``graph["inputs"]`` / ``graph["outputs"]`` giving the order."""
+        g = self._g.copy()
+        g.graph["inputs"] = list(self._inputs)
+        g.graph["outputs"] = list(self._outputs)
+        return g
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def digraph(self) -> nx.DiGraph:
+        """A read-only view of the underlying ``networkx.DiGraph``."""
+        return nx.graphviews.generic_graph_view(self._g)
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[Node, ...]:
+        return self._outputs
+
+    @property
+    def intermediates(self) -> tuple[Node, ...]:
+        """Intermediate vertices in a deterministic topological order."""
+        inputs, outputs = self._input_set, self._output_set
+        return tuple(n for n in self._topo if n not in inputs and n not in outputs)
+
+    @property
+    def topological_order(self) -> tuple[Node, ...]:
+        """All vertices, topologically sorted (ties broken by insertion order)."""
+        return self._topo
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """The edges; position ``i`` is slot ``i`` of every schedule and the
+        last axis of every partials array."""
+        return self._edges
+
+    @property
+    def n_edges(self) -> int:
+        return len(self._edges)
+
+    def edge_index(self, u: Node, v: Node) -> int:
+        """Position of edge ``u → v`` in :attr:`edges`."""
+        try:
+            return self._edge_index[(u, v)]
+        except KeyError:
+            raise GraphError(f"no edge ({u!r} → {v!r}) in the graph") from None
+
+    def kind(self, node: Node) -> str:
+        self._require_node(node)
+        return self._g.nodes[node]["kind"]
+
+    def predecessors(self, node: Node) -> list[Node]:
+        self._require_node(node)
+        return list(self._g.predecessors(node))
+
+    def successors(self, node: Node) -> list[Node]:
+        self._require_node(node)
+        return list(self._g.successors(node))
+
+    def _require_node(self, node: Node) -> None:
+        if node not in self._g:
+            raise GraphError(f"unknown node {node!r}")
+
+    def partial(self, u: Node, v: Node) -> Any:
+        """The partial stored on edge ``u → v``."""
+        self.edge_index(u, v)
+        return self._g.edges[u, v]["partial"]
+
+    def index_domain(self) -> dict[Node, frozenset[Node]]:
+        """X(j): the inputs from which each vertex can be reached (Griewank–Walther)."""
+        dom: dict[Node, frozenset[Node]] = {}
+        for node in self._topo:
+            if node in self._input_set:
+                dom[node] = frozenset([node])
+            else:
+                dom[node] = frozenset().union(*(dom[p] for p in self._g.predecessors(node)))
+        return dom
+
+    def index_range(self) -> dict[Node, frozenset[Node]]:
+        """Y(j): the outputs each vertex can reach (Griewank–Walther)."""
+        rng: dict[Node, frozenset[Node]] = {}
+        for node in reversed(self._topo):
+            if node in self._output_set:
+                rng[node] = frozenset([node])
+            else:
+                rng[node] = frozenset().union(*(rng[s] for s in self._g.successors(node)))
+        return rng
+
+    # ------------------------------------------------------------------ partials
+    @property
+    def partials_kind(self) -> str:
+        """``'numeric'`` (an LCG), ``'symbolic'``, ``'structural'`` (no partials) or ``'mixed'``."""
+        kinds = {_partial_kind(p) for _, _, p in self._g.edges(data="partial")}
+        if not kinds:
+            return "numeric"
+        return kinds.pop() if len(kinds) == 1 else "mixed"
+
+    @property
+    def is_numeric(self) -> bool:
+        """True when every partial is a number: the graph is an LCG."""
+        return self.partials_kind == "numeric"
+
+    def require_numeric(self) -> None:
+        """Raise :class:`GraphError` naming the edges whose partials are not numbers."""
+        bad = [(u, v) for u, v, p in self._g.edges(data="partial") if not isinstance(p, float)]
+        if bad:
+            u, v = bad[0]
+            raise GraphError(
+                f"not a linearized graph: {len(bad)} edge(s) have non-numeric partials, e.g. "
+                f"({u!r} → {v!r}) = {self._g.edges[u, v]['partial']!r}; "
+                "linearize a traced graph at a point first"
+            )
+
+    def partial_array(self) -> np.ndarray:
+        """The numeric partials as an array of shape ``(n_edges,)`` in :attr:`edges` order."""
+        self.require_numeric()
+        return np.array([self._g.edges[e]["partial"] for e in self._edges], dtype=float)
+
+    def with_partials(self, partials: Mapping[Edge, Any] | Sequence[Any] | np.ndarray) -> CompGraph:
+        """A copy of this graph with new edge partials.
+
+        ``partials`` is a mapping ``(u, v) -> value`` covering every edge, or a
+        sequence of length ``n_edges`` in :attr:`edges` order.
+        """
+        if isinstance(partials, Mapping):
+            missing = [e for e in self._edges if e not in partials]
+            extra = [e for e in partials if e not in self._edge_index]
+            if missing or extra:
+                raise GraphError(
+                    f"partials must cover exactly the graph's edges; missing {_show(missing)}, unknown {_show(extra)}"
+                )
+            values = [partials[e] for e in self._edges]
+        else:
+            values = list(partials)
+            if len(values) != len(self._edges):
+                raise GraphError(f"expected {len(self._edges)} partials, got {len(values)}")
+        g = self._g.copy()
+        for e, value in zip(self._edges, values, strict=False):
+            g.edges[e]["partial"] = value
+        return CompGraph(g, self._inputs, self._outputs)
+
+    # ------------------------------------------------------------------ misc
+    def __repr__(self) -> str:
+        return (
+            f"CompGraph(inputs={len(self._inputs)}, intermediates={len(self.intermediates)}, "
+            f"outputs={len(self._outputs)}, edges={len(self._edges)}, partials={self.partials_kind!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompGraph):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _partial_kind(p: Any) -> str:
+    if isinstance(p, float):
+        return "numeric"
+    if p is None:
+        return "structural"
+    return "symbolic"
+
+
+def _plain(node: Node) -> Any:
+    """JSON-serialisable node id (NumPy integers become ``int``)."""
+    return int(node) if isinstance(node, np.integer) else node
+
+
+def _load_json(source: Any) -> Any:
+    if isinstance(source, Mapping):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise GraphError(f"no such graph file: {path}")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except UnicodeDecodeError as exc:
+            raise GraphError(f"malformed JSON in {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise GraphError(f"malformed JSON in {path}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    raise GraphError(f"cannot read a graph from a {type(source).__name__}; give a dict or a file path")
+
+
+def as_graph(obj: Any) -> CompGraph:
+    """Coerce what users pass as a graph into a :class:`CompGraph`.
+
+    Accepts a :class:`CompGraph`, a ``networkx.DiGraph`` with ``kind``
+    attributes, a JSON dict, a path to a JSON file, or anything with a
+    ``.graph`` attribute that is a CompGraph (a traced function).
+    """
+    if isinstance(obj, CompGraph):
+        return obj
+    if isinstance(getattr(obj, "graph", None), CompGraph):
+        return obj.graph
+    if isinstance(obj, nx.DiGraph):
+        return CompGraph.from_networkx(obj)
+    if isinstance(obj, (Mapping, str, os.PathLike)):
+        return CompGraph.from_json(obj)
+    raise GraphError(
+        f"cannot use a {type(obj).__name__} as a graph; pass a CompGraph, a networkx.DiGraph, "
+        "a JSON dict or a JSON file path"
+    )
+
+
+def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.ndarray:
+    """Dense Jacobian by forward propagation of the chain rule (Bauer's formula).
+
+    Each vertex's row of derivatives with respect to all inputs is the sum over
+    its in-edges of partial × the predecessor's row — Bauer's sum over paths of
+    products of partials, accumulated in topological order (paper 003 §3).
+
+    Parameters
+    ----------
+    graph : CompGraph or anything :func:`as_graph` accepts
+    partials : array of shape ``(..., n_edges)``, optional
+        Edge values in ``graph.edges`` order, with any leading batch shape.
+        Defaults to the graph's own numeric partials.
+
+    Returns
+    -------
+    numpy.ndarray of shape ``(..., len(outputs), len(inputs))``
+
+    Examples
+    --------
+    >>> g = CompGraph.from_edges(["a", "b"], ["y"], [("a", "y", 2.0), ("b", "y", 3.0)])
+    >>> reference_jacobian(g)
+    array([[2., 3.]])
+    """
+    graph = as_graph(graph)
+    values = graph.partial_array() if partials is None else _check_partials(graph, partials)
+    batch = values.shape[:-1]
+    n = len(graph.inputs)
+    eye = np.eye(n)
+    column = {node: i for i, node in enumerate(graph.inputs)}
+    tangent: dict[Node, np.ndarray] = {}
+    g = graph._g
+    for node in graph.topological_order:
+        if node in graph._input_set:
+            tangent[node] = np.broadcast_to(eye[column[node]], batch + (n,))
+            continue
+        acc = np.zeros(batch + (n,))
+        for pred in g.predecessors(node):
+            acc += values[..., graph.edge_index(pred, node), None] * tangent[pred]
+        tangent[node] = acc
+    if not graph.outputs:
+        return np.zeros(batch + (0, n))
+    return np.stack([tangent[o] for o in graph.outputs], axis=-2)
+
+
+def _check_partials(graph: CompGraph, partials: Any) -> np.ndarray:
+    values = np.asarray(partials, dtype=float)
+    if values.ndim == 0 or values.shape[-1] != graph.n_edges:
+        raise GraphError(
+            f"partials must have shape (..., {graph.n_edges}) (one value per edge), got {values.shape}"
+        )
+    return values

@@ -1,0 +1,10 @@
+"""Elimination-order methods behind one registry.
+
+Importing this package registers the built-in heuristics; later modules
+(D*, exact search) register themselves the same way.
+"""
+
+from jacacc.orders import heuristics as _heuristics  # noqa: F401  (registers the built-ins)
+from jacacc.orders.registry import OrderResult, find_order, get_method, methods, register_method
+
+__all__ = ["OrderResult", "find_order", "get_method", "methods", "register_method"]

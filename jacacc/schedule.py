@@ -1,0 +1,223 @@
+"""The Schedule IR: a straight-line program of multiplications over edge-value slots.
+
+An elimination (vertex, edge or face; paper 003 §1) applies the chain rule one
+multiplication at a time.  A :class:`Schedule` records those multiplications:
+
+* slots ``0 .. n_edges-1`` hold the partials of the graph's edges, in
+  ``graph.edges`` order;
+* each :class:`Op` multiplies two slots and either **creates** a new slot
+  (*fill-in*: a new edge appears in the graph) or **accumulates** into an
+  existing one (*absorption*: the product is added to an existing edge);
+* once no intermediate is left, every remaining edge joins an input to an
+  output and its slot holds one Jacobian entry.
+
+``mults`` is the number of ops and ``adds`` the number of accumulating ops:
+costs are counted from the schedule itself, never estimated beside it.
+
+Each product is written ``left * right`` with ``left`` the *later* factor
+(∂k/∂j) and ``right`` the *earlier* one (∂j/∂i): for scalars the order is
+immaterial, for the tensor-valued edges of the tensor-level systems it is the
+matrix product order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import GraphError
+
+__all__ = ["Op", "Schedule", "ScheduleBuilder"]
+
+Node = Hashable
+Edge = tuple[Node, Node]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One scalar multiplication ``slot[target] (+)= slot[left] * slot[right]``."""
+
+    target: int
+    left: int
+    right: int
+    accumulate: bool
+
+    def __str__(self) -> str:
+        sign = "+=" if self.accumulate else "="
+        return f"s{self.target} {sign} s{self.left} * s{self.right}"
+
+
+class Schedule:
+    """A verified-by-construction straight-line Jacobian program.
+
+    Parameters
+    ----------
+    inputs, outputs : sequence of node ids
+        Column and row order of the Jacobian.
+    edges : sequence of (u, v)
+        The graph's edges; edge ``i`` is slot ``i``.
+    slot_edges : sequence of (u, v)
+        For every slot, the edge whose value it holds (for fill-in slots, the
+        edge created by the fill-in).
+    ops : sequence of Op
+    result : dict mapping (output, input) to a slot
+        The slot holding each structurally nonzero Jacobian entry.
+    mode, order : optional metadata (the elimination that produced it).
+
+    Examples
+    --------
+    >>> from jacacc.graph import CompGraph
+    >>> from jacacc.eliminate import eliminate
+    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 2.0), ("v", "y", 3.0)])
+    >>> s = eliminate(g, ["v"], mode="vertex")
+    >>> print(s.listing())
+    s2 = s1 * s0    # (x → y) = (v → y) * (x → v)
+    >>> s.evaluate(g.partial_array())
+    array([[6.]])
+    """
+
+    def __init__(
+        self,
+        inputs: Sequence[Node],
+        outputs: Sequence[Node],
+        edges: Sequence[Edge],
+        slot_edges: Sequence[Edge],
+        ops: Sequence[Op],
+        result: dict[tuple[Node, Node], int],
+        *,
+        mode: str | None = None,
+        order: Sequence[Any] | None = None,
+    ) -> None:
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.edges = tuple(edges)
+        self.slot_edges = tuple(slot_edges)
+        self.ops = tuple(ops)
+        self.result = dict(result)
+        self.mode = mode
+        self.order = None if order is None else tuple(order)
+        row = {o: r for r, o in enumerate(self.outputs)}
+        col = {i: c for c, i in enumerate(self.inputs)}
+        self._result_index = np.full((len(self.outputs), len(self.inputs)), -1, dtype=np.int64)
+        for (o, i), slot in self.result.items():
+            self._result_index[row[o], col[i]] = slot
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slot_edges)
+
+    @property
+    def mults(self) -> int:
+        """Scalar multiplications: one per op."""
+        return len(self.ops)
+
+    @property
+    def adds(self) -> int:
+        """Scalar additions: one per accumulating (absorbing) op."""
+        return sum(op.accumulate for op in self.ops)
+
+    @property
+    def fill_ins(self) -> int:
+        """Ops that create a new slot (a new edge)."""
+        return sum(not op.accumulate for op in self.ops)
+
+    @property
+    def result_slots(self) -> np.ndarray:
+        """Array ``(len(outputs), len(inputs))`` of result slots, ``-1`` for a structural zero."""
+        return self._result_index.copy()
+
+    def evaluate(self, partials: Any) -> np.ndarray:
+        """Run the schedule with NumPy, vectorized over a batch of points.
+
+        Parameters
+        ----------
+        partials : array_like of shape ``(..., n_edges)``
+            Edge values in ``edges`` order; leading axes are a batch.
+
+        Returns
+        -------
+        numpy.ndarray of shape ``(..., len(outputs), len(inputs))``
+        """
+        values = np.asarray(partials, dtype=float)
+        if values.ndim == 0 or values.shape[-1] != len(self.edges):
+            raise GraphError(
+                f"partials must have shape (..., {len(self.edges)}) (one value per edge), got {values.shape}"
+            )
+        batch = values.shape[:-1]
+        slots = np.empty((self.n_slots,) + batch)
+        slots[: len(self.edges)] = np.moveaxis(values, -1, 0)
+        for op in self.ops:
+            if op.accumulate:
+                slots[op.target] += slots[op.left] * slots[op.right]
+            else:
+                slots[op.target] = slots[op.left] * slots[op.right]
+        jac = np.zeros(batch + self._result_index.shape)
+        rows, cols = np.nonzero(self._result_index >= 0)
+        if rows.size:
+            jac[..., rows, cols] = np.moveaxis(slots[self._result_index[rows, cols]], 0, -1)
+        return jac
+
+    def listing(self) -> str:
+        """The schedule as straight-line code, one op per line, edges in comments."""
+        lines = []
+        for op in self.ops:
+            t, a, b = (self.slot_edges[s] for s in (op.target, op.left, op.right))
+            lines.append(f"{op!s:<15} # {_edge(t)} {'+=' if op.accumulate else '='} {_edge(a)} * {_edge(b)}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"Schedule(mode={self.mode!r}, mults={self.mults}, adds={self.adds}, "
+            f"fill_ins={self.fill_ins}, slots={self.n_slots})"
+        )
+
+
+def _edge(e: Edge) -> str:
+    return f"({e[0]} → {e[1]})"
+
+
+class ScheduleBuilder:
+    """Records the multiplications an elimination performs, as a Schedule.
+
+    This is the *recorder* interface the elimination engines talk to: they
+    say which edge is the product of which two edges; the builder assigns
+    slots.  A recorder for tensor-valued edges would implement the same two
+    methods and cost products by shape.
+    """
+
+    def __init__(self, inputs: Sequence[Node], outputs: Sequence[Node], edges: Sequence[Edge]) -> None:
+        self._inputs = tuple(inputs)
+        self._outputs = tuple(outputs)
+        self._edges = tuple(edges)
+        self._slot_edges: list[Edge] = list(self._edges)
+        self._slot: dict[Edge, int] = {e: i for i, e in enumerate(self._edges)}
+        self._ops: list[Op] = []
+
+    def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
+        """Record ``target (+)= left * right``; ``new`` marks a fill-in."""
+        if new:
+            slot = len(self._slot_edges)
+            self._slot_edges.append(target)
+        else:
+            slot = self._slot[target]
+        self._ops.append(Op(slot, self._slot[left], self._slot[right], accumulate=not new))
+        self._slot[target] = slot
+
+    def remove(self, edge: Edge) -> None:
+        """The edge left the graph; its slot is no longer addressable by name."""
+        del self._slot[edge]
+
+    def build(self, remaining_edges: Sequence[Edge], *, mode: str, order: Sequence[Any]) -> Schedule:
+        """Finish once the graph is bipartite: each remaining edge is a Jacobian entry."""
+        inputs, outputs = set(self._inputs), set(self._outputs)
+        result = {}
+        for u, v in remaining_edges:
+            if u not in inputs or v not in outputs:  # an engine bug, not a user error
+                raise AssertionError(f"edge ({u!r} → {v!r}) survives elimination")
+            result[(v, u)] = self._slot[(u, v)]
+        return Schedule(
+            self._inputs, self._outputs, self._edges, self._slot_edges, self._ops, result, mode=mode, order=order
+        )

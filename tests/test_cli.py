@@ -1,0 +1,208 @@
+"""End-to-end tests of the ``jacacc`` command line, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jacacc.api import optimize
+from jacacc.eliminate import modes
+from jacacc.graph import CompGraph
+from jacacc.orders import methods
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# 3 inputs, 6 intermediates, 3 outputs; methods disagree on it
+GRAPH = {
+    "inputs": ["x1", "x2", "x3"],
+    "outputs": ["y1", "y2", "y3"],
+    "edges": [
+        ["x1", "a", 2.0], ["x2", "a", -1.0], ["x2", "b", 0.5], ["x3", "b", 3.0],
+        ["a", "c", 1.5], ["b", "c", 2.0], ["b", "d", -2.0], ["c", "e", 0.25],
+        ["c", "f", 4.0], ["d", "f", 1.0], ["e", "y1", 2.0], ["f", "y1", -1.0],
+        ["e", "y2", 3.0], ["f", "y3", 0.5], ["d", "y3", 1.0], ["x1", "y2", 7.0],
+    ],
+}
+
+MODE_METHODS = [(mode, name) for mode in modes() for name in methods(mode)]
+
+
+def run_cli(*args: str, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run(
+        [*(exe or [sys.executable, "-m", "jacacc"]), *args],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def graph_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "graph.json"
+    path.write_text(json.dumps(GRAPH))
+    return path
+
+
+def parse_text(stdout: str) -> tuple[dict[str, str], dict[str, tuple[int, int]]]:
+    """Split the text report into its header fields and its mults/adds table."""
+    head, _, table = stdout.partition("\n\n")
+    fields = {}
+    for line in head.splitlines():
+        key, _, value = line.partition(" ")
+        fields[key] = value.strip()
+    lines = table.strip().splitlines()
+    assert lines[0].split() == ["mults", "adds"]
+    rows = {}
+    for line in lines[1:]:
+        name, mults, adds = line.split()
+        rows[name] = (int(mults), int(adds))
+    return fields, rows
+
+
+# ============================================================================ help
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        pytest.param([], ["optimize", "methods", "demo", "JSON exchange format", '"inputs"', '"edges"'], id="top"),
+        pytest.param(["optimize"], ["GRAPH.json", "--mode", "--method", "--json", "--seed", "vertex", "edge"],
+                     id="optimize"),
+        pytest.param(["methods"], ["--mode"], id="methods"),
+        pytest.param(["demo"], ["usage: jacacc demo"], id="demo"),
+    ],
+)
+def test_help(args, expected):
+    result = run_cli(*args, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    for text in expected:
+        assert text in result.stdout
+
+
+def test_console_script():
+    script = Path(sys.executable).parent / ("jacacc.exe" if os.name == "nt" else "jacacc")
+    if not script.exists():
+        pytest.skip("the jacacc console script is not installed next to this interpreter")
+    result = run_cli("methods", exe=[str(script)])
+    assert result.returncode == 0, result.stderr
+    assert "markowitz" in result.stdout
+
+
+# ============================================================================ optimize
+@pytest.mark.parametrize(
+    "mode, method",
+    [pytest.param("vertex", None, id="vertex-default"), pytest.param("edge", "min_fill", id="edge-min_fill")],
+)
+def test_optimize_text(graph_file, mode, method):
+    args = ["optimize", str(graph_file), "--mode", mode] + (["--method", method] if method else [])
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    plan = optimize(CompGraph.from_json(graph_file), mode=mode, method=method or "markowitz")
+    fields, rows = parse_text(result.stdout)
+    assert fields["graph"] == f"{graph_file}: 3 inputs, 6 intermediates, 3 outputs, 16 edges"
+    assert fields["mode"] == mode
+    assert fields["method"] == plan.method
+    assert fields["order"].split() == plan.order_strings()
+    assert fields["optimal"].endswith(f"(lower bound {plan.lower_bound})")
+    expected = {plan.method: (plan.mults, plan.adds)}
+    for name in ("forward", "reverse"):
+        base = optimize(graph_file, mode=mode, method=name)
+        expected[name] = (base.mults, base.adds)
+    assert rows == expected
+    assert len(set(rows.values())) > 1  # the graph separates the methods
+
+
+@pytest.mark.parametrize("mode, method", MODE_METHODS, ids=[f"{m}-{n}" for m, n in MODE_METHODS])
+def test_every_method_through_the_cli_json(graph_file, mode, method):
+    result = run_cli("optimize", str(graph_file), "--mode", mode, "--method", method, "--seed", "7", "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    record = json.loads(lines[0])
+    assert {"mode", "method", "mults", "adds", "order", "optimal"} <= set(record)
+    plan = optimize(CompGraph.from_json(graph_file), mode=mode, method=method, seed=7)
+    want = json.loads(json.dumps(plan.to_record()))
+    assert {k: record[k] for k in want} == want
+    assert record["mode"] == mode and record["method"] == method and record["seed"] == 7
+    assert record["graph"] == {"file": str(graph_file), "inputs": 3, "intermediates": 6, "outputs": 3, "edges": 16}
+    for name in ("forward", "reverse"):
+        if name in methods(mode):
+            base = optimize(graph_file, mode=mode, method=name)
+            assert record["baselines"][name] == {"mults": base.mults, "adds": base.adds}
+
+
+# ============================================================================ errors
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("bad")
+    files = {
+        "malformed": d / "malformed.json",
+        "cyclic": d / "cyclic.json",
+        "missing": d / "missing.json",
+    }
+    files["malformed"].write_text('{"inputs": ["x"], "outputs": ["y"], "edges": [["x", "y", 1],\n')
+    files["cyclic"].write_text(json.dumps({
+        "inputs": ["x"], "outputs": ["y"],
+        "edges": [["x", "a", 1], ["a", "b", 1], ["b", "a", 1], ["b", "y", 1]],
+    }))
+    return files
+
+
+ALL_VERTEX_METHODS = re.escape(", ".join(methods("vertex")))
+
+ERROR_CASES = [
+    pytest.param(["optimize", "{missing}"], r"no such graph file: .*missing\.json", id="missing-file"),
+    pytest.param(["optimize", "{malformed}"], r"malformed JSON in .*malformed\.json: .* line 2", id="malformed-json"),
+    pytest.param(["optimize", "{cyclic}"], r"the graph has a cycle: '[ab]' → '[ab]' → '[ab]'", id="cycle"),
+    pytest.param(["optimize", "{good}", "--method", "bogus"],
+                 rf"unknown method 'bogus' for mode 'vertex'; valid methods: {ALL_VERTEX_METHODS}$",
+                 id="unknown-method"),
+    pytest.param(["optimize", "{good}", "--mode", "bogus"],
+                 rf"unknown mode 'bogus'; valid modes: {re.escape(', '.join(modes()))}$", id="unknown-mode"),
+    pytest.param(["methods", "--mode", "bogus"], r"unknown mode 'bogus'", id="methods-unknown-mode"),
+    pytest.param([], r"no command given; choose one of: optimize, methods, demo", id="no-command"),
+    pytest.param(["--bogus"], r"unrecognized arguments: --bogus", id="bad-flag"),
+    pytest.param(["optimize", "{good}", "--bogus"], r"unrecognized arguments: --bogus", id="bad-optimize-flag"),
+    pytest.param(["optimize"], r"the following arguments are required: GRAPH\.json", id="missing-argument"),
+    pytest.param(["optimize", "{good}", "--seed", "abc"], r"argument --seed: invalid int value: 'abc'", id="bad-seed"),
+    pytest.param(["frobnicate"], r"invalid choice: 'frobnicate'", id="unknown-command"),
+]
+
+
+@pytest.mark.parametrize("args, pattern", ERROR_CASES)
+def test_errors_are_one_line(graph_file, bad_files, args, pattern):
+    paths = {name: str(path) for name, path in bad_files.items()} | {"good": str(graph_file)}
+    result = run_cli(*(a.format(**paths) for a in args))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("jacacc: error: ")
+    message = lines[0].removeprefix("jacacc: error: ").removesuffix(" (see `jacacc --help`)")
+    message = message.removesuffix(" (see `jacacc optimize --help`)")
+    assert re.search(pattern, message), lines[0]
+
+
+# ============================================================================ methods
+def test_methods_lists_every_registered_method():
+    result = run_cli("methods")
+    assert result.returncode == 0, result.stderr
+    listed = {}
+    for line in result.stdout.strip().splitlines():
+        mode, _, names = line.partition(": ")
+        listed[mode] = names.split(", ")
+    assert listed == {mode: methods(mode) for mode in modes()}
+
+
+def test_methods_of_one_mode():
+    result = run_cli("methods", "--mode", "edge")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"edge: {', '.join(methods('edge'))}"
