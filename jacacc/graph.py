@@ -36,6 +36,7 @@ import networkx as nx
 import numpy as np
 
 from jacacc.errors import GraphError
+from jacacc.expr import Const
 
 __all__ = [
     "CompGraph",
@@ -122,6 +123,10 @@ class CompGraph:
     prune : bool, default True
         Remove (with a :class:`PrunedVerticesWarning`) intermediates that lie on
         no input→output path.  With ``prune=False`` such vertices are an error.
+    edge_order : sequence of (u, v), optional
+        The order of :attr:`edges` (slot numbering, partials arrays); defaults
+        to NetworkX's edge order.  :meth:`from_edges` and :meth:`from_json`
+        keep the order the edges were given in.
 
     Examples
     --------
@@ -139,6 +144,7 @@ class CompGraph:
         outputs: Sequence[Node],
         *,
         prune: bool = True,
+        edge_order: Sequence[Edge] | None = None,
     ) -> None:
         if not isinstance(digraph, nx.DiGraph) or digraph.is_multigraph():
             raise GraphError(
@@ -161,8 +167,18 @@ class CompGraph:
         self._g = g
         order = {node: i for i, node in enumerate(g.nodes)}
         self._topo = tuple(nx.lexicographical_topological_sort(g, key=order.__getitem__))
-        self._edges = tuple(g.edges)
+        self._edges = self._ordered_edges(g, edge_order)
         self._edge_index = {e: i for i, e in enumerate(self._edges)}
+
+    @staticmethod
+    def _ordered_edges(g: nx.DiGraph, edge_order: Sequence[Edge] | None) -> tuple[Edge, ...]:
+        """The edges in the given order (pruned edges dropped), else NetworkX's order."""
+        if edge_order is None:
+            return tuple(g.edges)
+        ordered = tuple((u, v) for u, v in edge_order if g.has_edge(u, v))
+        if len(ordered) != g.number_of_edges() or len(set(ordered)) != len(ordered):
+            raise GraphError("edge_order must list every edge of the graph exactly once")
+        return ordered
 
     # ------------------------------------------------------------------ validation
     def _check_endpoints(self, g: nx.DiGraph) -> None:
@@ -278,9 +294,10 @@ class CompGraph:
             if g.has_edge(u, v):
                 raise GraphError(f"duplicate edge ({u!r} → {v!r}) at edge #{g.edges[u, v]['_pos']} and #{pos}")
             g.add_edge(u, v, partial=item[2] if len(item) == 3 else None, _pos=pos)
+        order = sorted(g.edges, key=lambda e: g.edges[e]["_pos"])
         for _, _, data in g.edges(data=True):
             del data["_pos"]
-        return cls(g, inputs, outputs, prune=prune)
+        return cls(g, inputs, outputs, prune=prune, edge_order=order)
 
     @classmethod
     def from_networkx(cls, digraph: nx.DiGraph, *, prune: bool = True) -> CompGraph:
@@ -380,14 +397,15 @@ class CompGraph:
             data["name"] = self._g.graph["name"]
         if path is not None:
             with open(path, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1)
-                fh.write("\n")
+                fh.write(_format_json(data))
         return data
 
     def _json_edge(self, u: Node, v: Node) -> list[Any]:
         p = self._g.edges[u, v]["partial"]
         if p is None:
             return [_plain(u), _plain(v)]
+        if isinstance(p, Const):  # a constant partial is written as the number it is
+            p = p.value
         return [_plain(u), _plain(v), p if isinstance(p, (float, str)) else str(p)]
 
     def to_networkx(self) -> nx.DiGraph:
@@ -532,7 +550,7 @@ class CompGraph:
         g = self._g.copy()
         for e, value in zip(self._edges, values, strict=False):
             g.edges[e]["partial"] = value
-        return CompGraph(g, self._inputs, self._outputs)
+        return CompGraph(g, self._inputs, self._outputs, edge_order=self._edges)
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:
@@ -542,9 +560,19 @@ class CompGraph:
         )
 
     def __eq__(self, other: object) -> bool:
+        """Same inputs and outputs (in order), vertices, edges and partials; the
+        order of :attr:`edges` does not matter."""
         if not isinstance(other, CompGraph):
             return NotImplemented
-        return self.to_json() == other.to_json()
+        return (
+            self._inputs == other._inputs
+            and self._outputs == other._outputs
+            and set(self._g.nodes) == set(other._g.nodes)
+            and self._partial_map() == other._partial_map()
+        )
+
+    def _partial_map(self) -> dict[Edge, Any]:
+        return {(u, v): str(p) for u, v, p in self._g.edges(data="partial")}
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -560,6 +588,18 @@ def _partial_kind(p: Any) -> str:
 def _plain(node: Node) -> Any:
     """JSON-serialisable node id (NumPy integers become ``int``)."""
     return int(node) if isinstance(node, np.integer) else node
+
+
+def _format_json(data: dict[str, Any]) -> str:
+    """JSON text with one key per line and one edge per line (diff- and grep-friendly)."""
+    lines = []
+    for key, value in data.items():
+        if key == "edges" and value:
+            body = ",\n  ".join(json.dumps(edge) for edge in value)
+            lines.append(f' "edges": [\n  {body}\n ]')
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _load_json(source: Any) -> Any:

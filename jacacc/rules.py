@@ -480,14 +480,9 @@ def _minimum(a, b, out):
     return [le(a, b), gt(a, b)]
 
 
-@_rule("fmax", 2, np.fmax, doc="[a >= b], [a < b] (NaN-ignoring maximum)")
-def _fmax(a, b, out):
-    return [ge(a, b), lt(a, b)]
-
-
-@_rule("fmin", 2, np.fmin, doc="[a <= b], [a > b] (NaN-ignoring minimum)")
-def _fmin(a, b, out):
-    return [le(a, b), gt(a, b)]
+# the NaN-ignoring variants share the partials of maximum / minimum
+_rule("fmax", 2, np.fmax, doc="[a >= b], [a < b] (NaN-ignoring maximum)")(_maximum)
+_rule("fmin", 2, np.fmin, doc="[a <= b], [a > b] (NaN-ignoring minimum)")(_minimum)
 
 
 # =========================================================================== special functions
