@@ -59,13 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument("graph", metavar="GRAPH.json", help="graph in the JSON exchange format")
     opt.add_argument("--mode", default="vertex", help=f"elimination mode: {' | '.join(modes())} (default: vertex)")
+    known = "; ".join(f"{mode}: {', '.join(methods(mode))}" for mode in modes())
     opt.add_argument(
         "--method",
         default="markowitz",
-        help="order method; `jacacc methods` lists them (default: markowitz)",
+        help=f"order method ({known}); default: markowitz",
     )
-    opt.add_argument("--seed", type=int, default=None, help="seed for randomized methods")
-    opt.add_argument("--json", action="store_true", help="print one machine-readable JSON record instead of text")
+    opt.add_argument("--seed", type=int, default=None, help="seed for randomized methods (random)")
+    opt.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON record instead of text: mode, method, mults, adds, fill_ins, optimal "
+        "(true/false/null = unknown), lower_bound, seed, order (vertex ids, or [src, dst, "
+        "'front'|'back'] steps), graph (sizes) and baselines (forward/reverse mults and adds)",
+    )
 
     meth = sub.add_parser("methods", help="list the order methods registered for each mode",
                           description="List the order methods registered for each elimination mode.")
