@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import sys
 import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -52,6 +53,16 @@ KINDS = ("input", "intermediate", "output")
 
 class PrunedVerticesWarning(UserWarning):
     """Intermediates that lie on no input→output path were removed."""
+
+
+def _caller_stacklevel() -> int:
+    """The ``warnings.warn`` stacklevel of the first frame outside the jacacc package,
+    so a warning points at the user's line whichever constructor they called."""
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _show(nodes: Iterable[Node], limit: int = 8) -> str:
@@ -236,7 +247,7 @@ class CompGraph:
         warnings.warn(
             f"pruned {len(dead)} intermediate(s) on no input→output path: {_show(dead)}",
             PrunedVerticesWarning,
-            stacklevel=4,
+            stacklevel=_caller_stacklevel(),
         )
         g.remove_nodes_from(dead)
 
