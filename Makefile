@@ -1,12 +1,13 @@
 # jacacc — two commands for a fresh machine:
 #   make demo   create .venv, install, run the built-in example end to end
 #   make test   create .venv if missing, install every CPU-capable extra, run the tests
+# and: make experiments (results/, figures/, README tables), make test-slow, make lint
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint clean
+.PHONY: demo test test-slow lint experiments clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,12 @@ test: $(VENV)/.test-installed
 
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m slow
+
+# the method comparison, heuristic run time and the README's results block (minutes)
+experiments: $(VENV)/.test-installed
+	$(PY) experiments/compare_methods.py
+	$(PY) experiments/heuristic_runtime.py
+	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check jacacc tests experiments paper_reproductions

@@ -15,8 +15,7 @@ import numpy as np
 from jacacc.api import optimize
 from jacacc.graph import reference_jacobian
 from jacacc.orders import methods
-from jacacc.problems import get_problem
-from jacacc.tracer import trace
+from jacacc.problems import get
 from jacacc.verify import central_differences
 
 FD_RTOL = 1e-6  # central differences are accurate to about step² ≈ 1e-12 plus rounding / step
@@ -28,10 +27,10 @@ def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def main(problem_name: str = "RoeFlux_1d") -> int:
-    problem = get_problem(problem_name)
-    traced = trace(problem.function, problem.n_inputs)
+    problem = get(problem_name)
+    traced = problem.trace()
     graph = traced.graph
-    x = np.array(problem.point)
+    x = problem.sample(seed=0)
     print(f"{problem.name}: {problem.description}")
     print(
         f"traced graph: {len(graph.inputs)} inputs, {len(graph.intermediates)} intermediates, "

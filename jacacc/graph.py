@@ -213,6 +213,8 @@ class CompGraph:
 
     @staticmethod
     def _check_acyclic(g: nx.DiGraph) -> None:
+        if nx.is_directed_acyclic_graph(g):  # fast; find_cycle only to word the error
+            return
         try:
             cycle = nx.find_cycle(g)
         except nx.NetworkXNoCycle:
@@ -232,12 +234,8 @@ class CompGraph:
             )
 
     def _prune(self, g: nx.DiGraph, prune: bool) -> None:
-        reached: set[Node] = set(self._inputs)
-        for node in self._inputs:
-            reached |= nx.descendants(g, node)
-        reaching: set[Node] = set(self._outputs)
-        for node in self._outputs:
-            reaching |= nx.ancestors(g, node)
+        reached = _reachable(g.succ, self._inputs)
+        reaching = _reachable(g.pred, self._outputs)
         endpoints = set(self._inputs) | set(self._outputs)
         dead = [n for n in g.nodes if n not in endpoints and not (n in reached and n in reaching)]
         if not dead:
@@ -586,6 +584,18 @@ class CompGraph:
         return {(u, v): str(p) for u, v, p in self._g.edges(data="partial")}
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _reachable(adjacency: Mapping[Node, Iterable[Node]], sources: Iterable[Node]) -> set[Node]:
+    """All vertices reachable from ``sources`` (included) along ``adjacency``: one traversal for all."""
+    seen = set(sources)
+    stack = list(seen)
+    while stack:
+        for nxt in adjacency[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
 
 
 def _partial_kind(p: Any) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 
 from jacacc.errors import GraphError
 
-__all__ = ["Op", "Schedule", "ScheduleBuilder"]
+__all__ = ["Op", "OpCounter", "Schedule", "ScheduleBuilder"]
 
 Node = Hashable
 Edge = tuple[Node, Node]
@@ -210,14 +210,36 @@ class ScheduleBuilder:
         """The edge left the graph; its slot is no longer addressable by name."""
         del self._slot[edge]
 
-    def build(self, remaining_edges: Sequence[Edge], *, mode: str, order: Sequence[Any]) -> Schedule:
-        """Finish once the graph is bipartite: each remaining edge is a Jacobian entry."""
+    def build(self, *, mode: str, order: Sequence[Any]) -> Schedule:
+        """Finish once the graph is bipartite: each edge still named is a Jacobian entry."""
         inputs, outputs = set(self._inputs), set(self._outputs)
         result = {}
-        for u, v in remaining_edges:
+        for (u, v), slot in self._slot.items():
             if u not in inputs or v not in outputs:  # an engine bug, not a user error
                 raise AssertionError(f"edge ({u!r} → {v!r}) survives elimination")
-            result[(v, u)] = self._slot[(u, v)]
+            result[(v, u)] = slot
         return Schedule(
             self._inputs, self._outputs, self._edges, self._slot_edges, self._ops, result, mode=mode, order=order
         )
+
+
+class OpCounter:
+    """A recorder that only counts: multiplications, additions and fill-ins.
+
+    For cost studies on graphs too large to keep every op of the schedule.
+    """
+
+    def __init__(self) -> None:
+        self.mults = 0
+        self.adds = 0
+        self.fill_ins = 0
+
+    def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
+        self.mults += 1
+        if new:
+            self.fill_ins += 1
+        else:
+            self.adds += 1
+
+    def remove(self, edge: Edge) -> None:
+        pass

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import jacacc
 from jacacc import CompGraph, EdgeStep, OrderError, RegistryError, optimize, reference_jacobian
+from jacacc.eliminate import count_ops
 from jacacc.orders.heuristics import EDGE_HEURISTICS, VERTEX_HEURISTICS
 from jacacc.verify import bauer_jacobian, check_schedule
 
@@ -106,6 +107,8 @@ def test_reported_cost_is_the_schedule_and_an_independent_replay(mode, method, g
         assert plan.mults == mults
         assert plan.schedule.fill_ins == fills
     assert plan.lower_bound is not None and plan.lower_bound <= plan.mults
+    counted = count_ops(graph, plan.order, mode)
+    assert (counted.mults, counted.adds, counted.fill_ins) == (plan.mults, plan.adds, plan.schedule.fill_ins)
 
 
 @pytest.mark.parametrize("mode", MODES)

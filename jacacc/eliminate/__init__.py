@@ -9,23 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jacacc.eliminate.edge import eliminate_edges
-from jacacc.eliminate.state import EdgeStep, EliminationGraph
-from jacacc.eliminate.vertex import eliminate_vertices
+from jacacc.eliminate.edge import eliminate_edges, replay_edges
+from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
+from jacacc.eliminate.vertex import eliminate_vertices, replay_vertices
 from jacacc.errors import RegistryError
 from jacacc.graph import CompGraph, as_graph
-from jacacc.schedule import Schedule
+from jacacc.schedule import OpCounter, Schedule
 
-__all__ = ["EdgeStep", "EliminationGraph", "eliminate", "eliminate_edges", "eliminate_vertices",
+__all__ = ["EdgeStep", "EliminationGraph", "count_ops", "eliminate", "eliminate_edges", "eliminate_vertices",
            "get_engine", "modes", "register_engine"]
 
 Engine = Callable[[CompGraph, Sequence[Any]], Schedule]
+Replay = Callable[[CompGraph, Sequence[Any], Recorder], Any]
 _ENGINES: dict[str, Engine] = {"vertex": eliminate_vertices, "edge": eliminate_edges}
+_REPLAYS: dict[str, Replay] = {"vertex": replay_vertices, "edge": replay_edges}
 
 
-def register_engine(mode: str, engine: Engine) -> None:
-    """Register an elimination engine under a mode name."""
+def register_engine(mode: str, engine: Engine, replay: Replay) -> None:
+    """Register an elimination engine under a mode name.
+
+    ``engine(graph, order) -> Schedule``; ``replay(graph, order, recorder)``
+    validates and applies the order, telling ``recorder`` each multiplication
+    (:func:`count_ops` uses it to cost an order without building a Schedule).
+    """
     _ENGINES[mode] = engine
+    _REPLAYS[mode] = replay
 
 
 def modes() -> list[str]:
@@ -52,3 +60,19 @@ def eliminate(graph: Any, order: Sequence[Any], mode: str = "vertex") -> Schedul
     """
     engine = get_engine(mode)
     return engine(as_graph(graph), order)
+
+
+def count_ops(graph: Any, order: Sequence[Any], mode: str = "vertex") -> OpCounter:
+    """Multiplications, additions and fill-ins of ``order`` without building a Schedule.
+
+    Examples
+    --------
+    >>> c = count_ops({"inputs": ["x"], "outputs": ["y", "z"],
+    ...                "edges": [["x", "v"], ["v", "y"], ["v", "z"]]}, ["v"])
+    >>> c.mults, c.adds, c.fill_ins
+    (2, 0, 2)
+    """
+    get_engine(mode)
+    counter = OpCounter()
+    _REPLAYS[mode](as_graph(graph), order, counter)
+    return counter

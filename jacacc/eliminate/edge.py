@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from jacacc.eliminate.state import EdgeStep, EliminationGraph
+from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph, _show
 from jacacc.schedule import Schedule, ScheduleBuilder
@@ -43,27 +43,19 @@ def as_edge_step(item: Any, position: int) -> EdgeStep:
     return EdgeStep((u, v), direction)
 
 
-def eliminate_edges(graph: CompGraph, sequence: Sequence[Any]) -> Schedule:
-    """Apply an edge elimination sequence and return its Schedule.
+def replay_edges(graph: CompGraph, sequence: Sequence[Any], recorder: Recorder) -> tuple[EdgeStep, ...]:
+    """Validate and apply an edge elimination sequence, telling ``recorder`` every multiplication.
 
     Raises
     ------
     OrderError
         If a step names an edge not present at that point, eliminates toward a
         non-intermediate, or the sequence ends with intermediates left.
-
-    Examples
-    --------
-    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 2.0), ("v", "y", 3.0)])
-    >>> s = eliminate_edges(g, [(("x", "v"), "front")])
-    >>> s.mults, s.evaluate(g.partial_array()).item()
-    (1, 6.0)
     """
     if isinstance(sequence, (str, bytes)) or not isinstance(sequence, Sequence):
         raise OrderError(f"an edge elimination sequence is a list of steps, got {type(sequence).__name__}")
     steps = tuple(as_edge_step(item, pos) for pos, item in enumerate(sequence))
-    builder = ScheduleBuilder(graph.inputs, graph.outputs, graph.edges)
-    state = EliminationGraph(graph, builder)
+    state = EliminationGraph(graph, recorder)
     for pos, step in enumerate(steps):
         problem = state.check_step(step)
         if problem is not None:
@@ -73,4 +65,19 @@ def eliminate_edges(graph: CompGraph, sequence: Sequence[Any]) -> Schedule:
         raise OrderError(
             f"the edge elimination sequence ends with intermediates left: {_show(state.intermediates)}"
         )
-    return builder.build(list(state.edges()), mode="edge", order=steps)
+    return steps
+
+
+def eliminate_edges(graph: CompGraph, sequence: Sequence[Any]) -> Schedule:
+    """Apply an edge elimination sequence and return its Schedule (see :func:`replay_edges`).
+
+    Examples
+    --------
+    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 2.0), ("v", "y", 3.0)])
+    >>> s = eliminate_edges(g, [(("x", "v"), "front")])
+    >>> s.mults, s.evaluate(g.partial_array()).item()
+    (1, 6.0)
+    """
+    builder = ScheduleBuilder(graph.inputs, graph.outputs, graph.edges)
+    steps = replay_edges(graph, sequence, builder)
+    return builder.build(mode="edge", order=steps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from jacacc.eliminate.state import EliminationGraph
+from jacacc.eliminate.state import EliminationGraph, Recorder
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph, _show
 from jacacc.schedule import Schedule, ScheduleBuilder
@@ -62,6 +62,15 @@ def _is_node(graph: CompGraph, v: Any) -> bool:
     return _hashable(v) and v in graph.digraph
 
 
+def replay_vertices(graph: CompGraph, order: Sequence[Node], recorder: Recorder) -> tuple[Node, ...]:
+    """Validate ``order`` and vertex-eliminate it, telling ``recorder`` every multiplication."""
+    order = validate_vertex_order(graph, order)
+    state = EliminationGraph(graph, recorder)
+    for j in order:
+        state.eliminate_vertex(j)
+    return order
+
+
 def eliminate_vertices(graph: CompGraph, order: Sequence[Node]) -> Schedule:
     """Vertex-eliminate ``order`` (a permutation of the intermediates) into a Schedule.
 
@@ -72,9 +81,6 @@ def eliminate_vertices(graph: CompGraph, order: Sequence[Node]) -> Schedule:
     >>> s.mults, s.evaluate(g.partial_array()).ravel().tolist()
     (2, [6.0, 10.0])
     """
-    order = validate_vertex_order(graph, order)
     builder = ScheduleBuilder(graph.inputs, graph.outputs, graph.edges)
-    state = EliminationGraph(graph, builder)
-    for j in order:
-        state.eliminate_vertex(j)
-    return builder.build(list(state.edges()), mode="vertex", order=order)
+    order = replay_vertices(graph, order, builder)
+    return builder.build(mode="vertex", order=order)

@@ -1,9 +1,25 @@
-"""The problem zoo: benchmark functions from the Jacobian-accumulation literature.
+"""The problem zoo: benchmark functions and graphs from the Jacobian-accumulation literature.
 
-Each entry is a scalar NumPy-style function of a vector ``x`` together with
-its input count and a valid evaluation point, ready for :func:`jacacc.trace` (module :mod:`jacacc.tracer`).
+``names()`` lists the entries, ``get(name)`` returns a :class:`Problem`.
+Function entries (``problem.fn``) are NumPy-style scalar functions ready for
+:func:`jacacc.trace`; graph entries are built directly.  Every entry gives a
+:class:`~jacacc.graph.CompGraph` through ``problem.graph()``.
+
+Examples
+--------
+>>> from jacacc import problems
+>>> "RoeFlux_1d" in problems.names()
+True
+>>> problems.get("RoeFlux_1d").sample(seed=1).shape
+(6,)
 """
 
-from jacacc.problems.functions import PROBLEMS, Problem, get_problem, roe_flux_1d
+# importing the modules registers their entries, in this order
+from jacacc.problems import functions as _functions  # noqa: F401
+from jacacc.problems import generators as _generators  # noqa: F401
+from jacacc.problems import networks as _networks  # noqa: F401
+from jacacc.problems import paper003 as _paper003  # noqa: F401
+from jacacc.problems.base import Problem, get, names, register
+from jacacc.problems.functions import roe_flux_1d
 
-__all__ = ["PROBLEMS", "Problem", "get_problem", "roe_flux_1d"]
+__all__ = ["Problem", "get", "names", "register", "roe_flux_1d"]

@@ -1,0 +1,90 @@
+"""The experiment scripts run at tiny sizes and the notebooks execute on their results."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import jacacc
+from jacacc import problems
+from jacacc.bench import read_record
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = REPO / "experiments"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"experiments_{name}", EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Run both experiments at tiny sizes into a temporary directory."""
+    out = tmp_path_factory.mktemp("results")
+    figures = tmp_path_factory.mktemp("figures")
+    compare = load_script("compare_methods")
+    runtime = load_script("heuristic_runtime")
+    assert compare.main(["--problems", "RoeFlux_1d", "chain_50", "--out", str(out), "--figures", str(figures)]) == 0
+    assert runtime.main(["--sizes", "60", "150", "--out", str(out), "--figures", str(figures)]) == 0
+    return out, figures
+
+
+def test_method_comparison_record_matches_optimize(results):
+    out, figures = results
+    record = read_record(out / "compare_methods.json")
+    assert record["seed"] == 0 and record["environment"]["versions"]["numpy"]
+    rows = record["results"]["rows"]
+    expected = {(p, m, meth) for p in ("RoeFlux_1d", "chain_50") for m in jacacc.modes() for meth in jacacc.methods(m)}
+    assert {(r["problem"], r["mode"], r["method"]) for r in rows} == expected
+    for r in rows:
+        plan = jacacc.optimize(problems.get(r["problem"]).graph(), mode=r["mode"], method=r["method"], seed=0)
+        assert (r["mults"], r["adds"]) == (plan.mults, plan.adds)
+    for best in record["results"]["best"]:
+        assert best["mults"] == min(
+            r["mults"] for r in rows if (r["problem"], r["mode"]) == (best["problem"], best["mode"])
+        )
+    table = (out / "compare_methods.md").read_text()
+    assert "| RoeFlux_1d | 6/94/3 |" in table and "**" in table
+    assert (figures / "compare_methods.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_heuristic_runtime_record(results):
+    out, figures = results
+    rows = read_record(out / "heuristic_runtime.json")["results"]["rows"]
+    assert {r["size"] for r in rows} == {60, 150}
+    assert all(r["seconds"] >= 0 and r["mults"] > 0 for r in rows)
+    assert {r["mode"] for r in rows} == {"vertex", "edge"}
+    assert (figures / "heuristic_runtime.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_readme_block_is_rendered_from_the_records(results, tmp_path):
+    out, _ = results
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
+    assert load_script("update_readme").main(["--results", str(out), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("\noutro\n") and "\nold\n" not in text
+    assert "| RoeFlux_1d | 6/94/3 |" in text and "figures/compare_methods.png" in text
+
+
+@pytest.mark.parametrize("notebook", sorted((EXPERIMENTS / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_notebook_executes(notebook, results, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    out, _ = results
+    monkeypatch.setenv("JACACC_RESULTS", str(out))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(notebook, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
+    )
+    client.execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any(o.output_type in ("display_data", "execute_result") for o in outputs)
