@@ -1,7 +1,7 @@
 """The figure graphs of paper 003, reconstructed as numeric computational graphs.
 
-Paper 003 (Y. Zhou, *Notes on Computational Graph and Jacobian Accumulation*,
-2020) illustrates its arguments with small differentiation graphs.  The text
+Paper 003 (*Notes on Computational Graph and Jacobian Accumulation*; the
+author and year are not in the text we have) illustrates its arguments with small differentiation graphs.  The text
 we have lost most mathematical symbols, so every graph here is a
 *reconstruction*: the smallest graph consistent with every statement the text
 makes about the figure.  ``docs/paper003_figures.md`` lists, figure by
@@ -71,7 +71,7 @@ __all__ = [
 PaperEdge = tuple[str, str, float]
 
 SOURCE = (
-    "Y. Zhou, Notes on Computational Graph and Jacobian Accumulation (2020), paper 003; "
+    "Notes on Computational Graph and Jacobian Accumulation (paper 003); "
     "reconstructed from the text, see docs/paper003_figures.md"
 )
 
