@@ -14,7 +14,8 @@ import numpy as np
 
 from jacacc.eliminate import get_engine
 from jacacc.graph import CompGraph, as_graph
-from jacacc.orders import find_order
+from jacacc.orders import OrderResult, find_order
+from jacacc.orders.registry import explicit_order
 from jacacc.schedule import Schedule
 
 __all__ = ["Plan", "optimize", "structural_lower_bound"]
@@ -103,6 +104,8 @@ class Plan:
         """A JSON-serialisable summary (the CLI's ``--json`` record)."""
         if self.mode == "edge":
             order = [[_plain(s.edge[0]), _plain(s.edge[1]), s.direction] for s in self.order]
+        elif self.mode == "face":
+            order = [{"path": [_plain(v) for v in s.path], "face": str(s)} for s in self.order]
         else:
             order = [_plain(x) for x in self.order]
         return {
@@ -157,12 +160,14 @@ def optimize(
     graph : CompGraph, networkx.DiGraph, dict or path
         The graph (see :func:`jacacc.graph.as_graph`); a traced function's
         ``.graph`` works too.
-    mode : {"vertex", "edge"} or another registered mode
+    mode : {"vertex", "edge", "face"} or another registered mode
     method : str, callable or explicit order
         A name from :func:`jacacc.methods` (``mode``), a callable
         ``finder(graph, *, seed=None, **options)``, or an explicit order: a
-        permutation of the intermediates (vertex mode) or a list of
-        ``((src, dst), "front" | "back")`` steps (edge mode).
+        permutation of the intermediates (vertex mode), a list of
+        ``((src, dst), "front" | "back")`` steps (edge mode), or a list of faces
+        (face mode; a vertex order or an edge sequence given in face mode is
+        replayed face by face).
     seed : int, optional
         For randomized methods.
     **options
@@ -188,9 +193,7 @@ def optimize(
         result = find_order(g, mode, method, seed, options)
         name = method if isinstance(method, str) else getattr(method, "__name__", "callable")
     else:
-        from jacacc.orders import OrderResult
-
-        result, name = OrderResult(method), "explicit"
+        result, name = OrderResult(explicit_order(g, mode, method)), "explicit"
     schedule = engine(g, result.order)
     bound = structural_lower_bound(g, mode)
     if result.lower_bound is not None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from jacacc.errors import GraphError
 
-__all__ = ["Op", "OpCounter", "Schedule", "ScheduleBuilder"]
+__all__ = ["Add", "Op", "OpCounter", "Schedule", "ScheduleBuilder"]
 
 Node = Hashable
 Edge = tuple[Node, Node]
@@ -48,6 +48,18 @@ class Op:
     def __str__(self) -> str:
         sign = "+=" if self.accumulate else "="
         return f"s{self.target} {sign} s{self.left} * s{self.right}"
+
+
+@dataclass(frozen=True)
+class Add:
+    """One scalar addition ``slot[target] += slot[source]``: a *merge* of two
+    parallel edges (face elimination), no multiplication."""
+
+    target: int
+    source: int
+
+    def __str__(self) -> str:
+        return f"s{self.target} += s{self.source}"
 
 
 class Schedule:
@@ -111,18 +123,18 @@ class Schedule:
 
     @property
     def mults(self) -> int:
-        """Scalar multiplications: one per op."""
-        return len(self.ops)
+        """Scalar multiplications: one per :class:`Op`."""
+        return sum(isinstance(op, Op) for op in self.ops)
 
     @property
     def adds(self) -> int:
-        """Scalar additions: one per accumulating (absorbing) op."""
-        return sum(op.accumulate for op in self.ops)
+        """Scalar additions: one per accumulating (absorbing) :class:`Op` and per :class:`Add` (merge)."""
+        return sum(isinstance(op, Add) or op.accumulate for op in self.ops)
 
     @property
     def fill_ins(self) -> int:
-        """Ops that create a new slot (a new edge)."""
-        return sum(not op.accumulate for op in self.ops)
+        """Ops that create a new slot (a new edge or dual-graph vertex)."""
+        return sum(isinstance(op, Op) and not op.accumulate for op in self.ops)
 
     @property
     def result_slots(self) -> np.ndarray:
@@ -150,7 +162,9 @@ class Schedule:
         slots = np.empty((self.n_slots,) + batch)
         slots[: len(self.edges)] = np.moveaxis(values, -1, 0)
         for op in self.ops:
-            if op.accumulate:
+            if isinstance(op, Add):
+                slots[op.target] += slots[op.source]
+            elif op.accumulate:
                 slots[op.target] += slots[op.left] * slots[op.right]
             else:
                 slots[op.target] = slots[op.left] * slots[op.right]
@@ -164,6 +178,10 @@ class Schedule:
         """The schedule as straight-line code, one op per line, edges in comments."""
         lines = []
         for op in self.ops:
+            if isinstance(op, Add):
+                t, a = self.slot_edges[op.target], self.slot_edges[op.source]
+                lines.append(f"{op!s:<15} # {_edge(t)} += {_edge(a)}")
+                continue
             t, a, b = (self.slot_edges[s] for s in (op.target, op.left, op.right))
             lines.append(f"{op!s:<15} # {_edge(t)} {'+=' if op.accumulate else '='} {_edge(a)} * {_edge(b)}")
         return "\n".join(lines)
@@ -176,7 +194,8 @@ class Schedule:
 
 
 def _edge(e: Edge) -> str:
-    return f"({e[0]} → {e[1]})"
+    # a fill-in vertex of face elimination carries a third field, its creation index
+    return f"({e[0]} → {e[1]})" + (f"#{e[2]}" if len(e) > 2 else "")
 
 
 class ScheduleBuilder:
@@ -206,6 +225,10 @@ class ScheduleBuilder:
         self._ops.append(Op(slot, self._slot[left], self._slot[right], accumulate=not new))
         self._slot[target] = slot
 
+    def add(self, target: Edge, source: Edge) -> None:
+        """Record ``target += source`` (a merge of parallel edges)."""
+        self._ops.append(Add(self._slot[target], self._slot[source]))
+
     def remove(self, edge: Edge) -> None:
         """The edge left the graph; its slot is no longer addressable by name."""
         del self._slot[edge]
@@ -214,9 +237,10 @@ class ScheduleBuilder:
         """Finish once the graph is bipartite: each edge still named is a Jacobian entry."""
         inputs, outputs = set(self._inputs), set(self._outputs)
         result = {}
-        for (u, v), slot in self._slot.items():
-            if u not in inputs or v not in outputs:  # an engine bug, not a user error
-                raise AssertionError(f"edge ({u!r} → {v!r}) survives elimination")
+        for key, slot in self._slot.items():
+            u, v = key[0], key[1]  # an edge (u, v), or a face-elimination vertex (u, v, index)
+            if u not in inputs or v not in outputs or (v, u) in result:  # an engine bug, not a user error
+                raise AssertionError(f"edge ({u!r} → {v!r}) survives elimination or is not unique")
             result[(v, u)] = slot
         return Schedule(
             self._inputs, self._outputs, self._edges, self._slot_edges, self._ops, result, mode=mode, order=order
@@ -240,6 +264,9 @@ class OpCounter:
             self.fill_ins += 1
         else:
             self.adds += 1
+
+    def add(self, target: Edge, source: Edge) -> None:
+        self.adds += 1
 
     def remove(self, edge: Edge) -> None:
         pass

@@ -10,19 +10,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jacacc.eliminate.edge import eliminate_edges, replay_edges
+from jacacc.eliminate.face import FaceStep, FillIn, eliminate_faces, replay_faces
 from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
 from jacacc.eliminate.vertex import eliminate_vertices, replay_vertices
 from jacacc.errors import RegistryError
 from jacacc.graph import CompGraph, as_graph
 from jacacc.schedule import OpCounter, Schedule
 
-__all__ = ["EdgeStep", "EliminationGraph", "count_ops", "eliminate", "eliminate_edges", "eliminate_vertices",
-           "get_engine", "modes", "register_engine"]
+__all__ = ["EdgeStep", "EliminationGraph", "FaceStep", "FillIn", "count_ops", "eliminate", "eliminate_edges",
+           "eliminate_faces", "eliminate_vertices", "get_engine", "modes", "register_engine"]
 
 Engine = Callable[[CompGraph, Sequence[Any]], Schedule]
 Replay = Callable[[CompGraph, Sequence[Any], Recorder], Any]
-_ENGINES: dict[str, Engine] = {"vertex": eliminate_vertices, "edge": eliminate_edges}
-_REPLAYS: dict[str, Replay] = {"vertex": replay_vertices, "edge": replay_edges}
+_ENGINES: dict[str, Engine] = {"vertex": eliminate_vertices, "edge": eliminate_edges, "face": eliminate_faces}
+_REPLAYS: dict[str, Replay] = {"vertex": replay_vertices, "edge": replay_edges, "face": replay_faces}
 
 
 def register_engine(mode: str, engine: Engine, replay: Replay) -> None:

@@ -17,10 +17,11 @@ from typing import Any
 from jacacc.errors import RegistryError
 from jacacc.graph import CompGraph
 
-__all__ = ["OrderResult", "get_method", "methods", "register_method", "find_order"]
+__all__ = ["OrderResult", "explicit_order", "find_order", "get_method", "methods", "register_explicit_order",
+           "register_method"]
 
 Finder = Callable[..., Any]
-_METHODS: dict[str, dict[str, Finder]] = {"vertex": {}, "edge": {}}
+_METHODS: dict[str, dict[str, Finder]] = {"vertex": {}, "edge": {}, "face": {}}
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,18 @@ def find_order(graph: CompGraph, mode: str, method: str | Finder, seed: int | No
         pass
     result = finder(graph, seed=seed, **options)
     return result if isinstance(result, OrderResult) else OrderResult(result)
+
+
+_EXPLICIT: dict[str, Callable[[CompGraph, Any], Any]] = {}
+
+
+def register_explicit_order(mode: str, adapter: Callable[[CompGraph, Any], Any]) -> None:
+    """Register how ``mode`` reads an explicit order given in another form
+    (face mode replays vertex orders and edge sequences as faces)."""
+    _EXPLICIT[mode] = adapter
+
+
+def explicit_order(graph: CompGraph, mode: str, order: Any) -> Any:
+    """An explicit order as ``mode``'s engine takes it."""
+    adapter = _EXPLICIT.get(mode)
+    return order if adapter is None else adapter(graph, order)
