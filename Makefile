@@ -35,6 +35,7 @@ test-slow: $(VENV)/.test-installed
 experiments: $(VENV)/.test-installed
 	$(PY) experiments/compare_methods.py
 	$(PY) experiments/heuristic_runtime.py
+	$(PY) experiments/dual_graph_figure.py
 	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed

@@ -29,6 +29,7 @@ from jacacc.errors import (
     UnsupportedOperationError,
 )
 from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
+from jacacc.linegraph import line_graph
 from jacacc.orders import OrderResult, get_method, methods, register_method
 from jacacc.schedule import Op, Schedule
 from jacacc.tracer import Traced, trace
@@ -54,6 +55,7 @@ __all__ = [
     "as_graph",
     "eliminate",
     "get_method",
+    "line_graph",
     "methods",
     "modes",
     "optimize",

@@ -83,3 +83,79 @@ def plot_runtime(record: dict[str, Any], path: str | os.PathLike | None = None):
     fig.tight_layout()
     _save(fig, path)
     return fig
+
+
+def depth_levels(graph: Any) -> dict[Any, int]:
+    """Depth level of every vertex (paper 003 Def. 3.4): the longest path from an input;
+    outputs all on the last level."""
+    from jacacc.graph import as_graph
+
+    graph = as_graph(graph)
+    level: dict[Any, int] = {}
+    for v in graph.topological_order:
+        preds = graph.predecessors(v)
+        level[v] = 1 + max((level[p] for p in preds), default=-1)
+    last = max(level.values(), default=0)
+    for y in graph.outputs:
+        level[y] = last
+    return level
+
+
+def _layered_positions(level: dict[Any, int]) -> dict[Any, tuple[float, float]]:
+    by_level: dict[int, list[Any]] = defaultdict(list)
+    for v, lv in level.items():
+        by_level[lv].append(v)
+    pos = {}
+    for lv, nodes in by_level.items():
+        for i, v in enumerate(nodes):
+            pos[v] = (i - (len(nodes) - 1) / 2, -lv)
+    return pos
+
+
+def plot_dual_graph(graph: Any, path: str | os.PathLike | None = None, title: str = ""):
+    """An LCG (left) and its dual c-graph (right), both laid out by depth level.
+
+    Data flows downward.  In the dual graph each vertex sits at the midpoint of
+    the LCG edge it stands for, sources above the inputs and sinks below the
+    outputs; intermediate faces are drawn solid, faces at terminals dashed.
+    """
+    import networkx as nx
+
+    from jacacc.graph import as_graph
+    from jacacc.linegraph import Terminal, line_graph
+
+    plt = _pyplot()
+    graph = as_graph(graph)
+    pos = _layered_positions(depth_levels(graph))
+    dual = line_graph(graph)
+    dual_pos = {}
+    for v, data in dual.nodes(data=True):
+        if isinstance(v, Terminal):
+            x, y = pos[v.node]
+            dual_pos[v] = (x, y + (0.6 if v.side == "source" else -0.6))
+        else:
+            (x0, y0), (x1, y1) = pos[data["src"]], pos[data["dst"]]
+            dual_pos[v] = ((x0 + x1) / 2, (y0 + y1) / 2)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5))
+    colors = ["#9ecae1" if graph.kind(v) == "input" else "#fdae6b" if graph.kind(v) == "output" else "#d9d9d9"
+              for v in graph.digraph.nodes]
+    nx.draw_networkx(graph.digraph, pos, ax=left, node_color=colors, node_size=500, font_size=9, arrowsize=12)
+    edge_labels = {(u, v): f"{p:g}" for u, v, p in graph.digraph.edges(data="partial") if isinstance(p, float)}
+    nx.draw_networkx_edge_labels(graph.digraph, pos, edge_labels=edge_labels, ax=left, font_size=7)
+    left.set_title("linearized computational graph")
+    names = {v: (str(v) if isinstance(v, Terminal) else f"{v[0]}{v[1]}") for v in dual.nodes}
+    inner = [(a, b) for a, b, d in dual.edges(data=True) if d["intermediate"]]
+    outer = [(a, b) for a, b, d in dual.edges(data=True) if not d["intermediate"]]
+    dual_colors = ["#ffffff" if isinstance(v, Terminal) else "#c7e9c0" for v in dual.nodes]
+    nx.draw_networkx_nodes(dual, dual_pos, ax=right, node_color=dual_colors, edgecolors="#555555", node_size=600)
+    nx.draw_networkx_labels(dual, dual_pos, labels=names, ax=right, font_size=8)
+    nx.draw_networkx_edges(dual, dual_pos, edgelist=inner, ax=right, arrowsize=12, node_size=600)
+    nx.draw_networkx_edges(dual, dual_pos, edgelist=outer, ax=right, style="dashed", alpha=0.5, node_size=600)
+    right.set_title("dual c-graph: vertices = edges, edges = faces")
+    for ax in (left, right):
+        ax.set_axis_off()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path)
+    return fig

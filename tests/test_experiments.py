@@ -88,3 +88,15 @@ def test_notebook_executes(notebook, results, monkeypatch):
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any(o.output_type in ("display_data", "execute_result") for o in outputs)
+
+
+def test_dual_graph_figure(tmp_path):
+    assert load_script("dual_graph_figure").main(["--problem", "paper003_fig4_1a", "--figures", str(tmp_path)]) == 0
+    assert (tmp_path / "dual_graph.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_depth_levels_follow_the_longest_path():
+    from jacacc.plot import depth_levels
+
+    g = jacacc.CompGraph.from_edges(["x"], ["y"], [("x", "a", 1), ("a", "b", 1), ("x", "b", 1), ("b", "y", 1)])
+    assert depth_levels(g) == {"x": 0, "a": 1, "b": 2, "y": 3}

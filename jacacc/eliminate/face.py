@@ -89,8 +89,11 @@ class FaceGraph:
     vertex ids serve as its slot names.
     """
 
-    def __init__(self, graph: CompGraph, recorder: Any = None) -> None:
+    def __init__(self, graph: CompGraph, recorder: Any = None, observer: Any = None) -> None:
         self.recorder = recorder
+        # optional: told of every face added and removed (linked(a, b) / unlinked(a, b)),
+        # so a method can keep its own index of faces without rescanning the graph
+        self.observer = observer
         self.intermediate_nodes = set(graph.intermediates)
         self.rank = {v: i for i, v in enumerate(graph.topological_order)}
         self.preds: dict[Vertex, dict[Vertex, None]] = {}
@@ -121,10 +124,14 @@ class FaceGraph:
     def _link(self, a: Vertex, b: Vertex) -> None:
         self.succs[a][b] = None
         self.preds[b][a] = None
+        if self.observer is not None:
+            self.observer.linked(a, b)
 
     def _unlink(self, a: Vertex, b: Vertex) -> None:
         del self.succs[a][b]
         del self.preds[b][a]
+        if self.observer is not None:
+            self.observer.unlinked(a, b)
 
     def is_intermediate_face(self, a: Vertex, b: Vertex) -> bool:
         return _dst(a) in self.intermediate_nodes and not isinstance(a, Terminal) and not isinstance(b, Terminal)

@@ -173,15 +173,42 @@ def greedy_faces(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]
         steps.append(best)
 
 
+class _IntermediateFaces:
+    """An observer keeping the intermediate faces in an indexed set, for O(1)
+    uniform sampling (swap-with-last removal)."""
+
+    def __init__(self) -> None:
+        self.state: FaceGraph | None = None
+        self.items: list[FaceStep] = []
+        self.position: dict[FaceStep, int] = {}
+
+    def linked(self, a, b) -> None:
+        if self.state is not None and self.state.is_intermediate_face(a, b):
+            self.position[FaceStep(a, b)] = len(self.items)
+            self.items.append(FaceStep(a, b))
+
+    def unlinked(self, a, b) -> None:
+        pos = self.position.pop(FaceStep(a, b), None)
+        if pos is None:
+            return
+        last = self.items.pop()
+        if last != (a, b):
+            self.items[pos] = last
+            self.position[last] = pos
+
+
 @register_method("random", modes=["face"])
 def random_faces(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]:
     """A uniformly random intermediate face at each point (seeded)."""
     rng = np.random.default_rng(seed)
-    state, steps = FaceGraph(graph), []
-    while True:
-        faces = list(state.intermediate_faces())
-        if not faces:
-            return steps
-        step = faces[int(rng.integers(len(faces)))]
+    pool = _IntermediateFaces()
+    state = FaceGraph(graph, observer=pool)
+    pool.state = state
+    for step in state.intermediate_faces():
+        pool.linked(*step)
+    steps = []
+    while pool.items:
+        step = pool.items[int(rng.integers(len(pool.items)))]
         state.eliminate(*step)
         steps.append(step)
+    return steps
