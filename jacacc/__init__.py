@@ -29,6 +29,7 @@ from jacacc.errors import (
     UnsupportedOperationError,
 )
 from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
+from jacacc.expressions import expand_paths, to_expressions
 from jacacc.linegraph import line_graph
 from jacacc.orders import OrderResult, get_method, methods, register_method
 from jacacc.schedule import Op, Schedule
@@ -54,6 +55,7 @@ __all__ = [
     "UnsupportedOperationError",
     "as_graph",
     "eliminate",
+    "expand_paths",
     "get_method",
     "line_graph",
     "methods",
@@ -62,5 +64,6 @@ __all__ = [
     "reference_jacobian",
     "register_method",
     "structural_lower_bound",
+    "to_expressions",
     "trace",
 ]

@@ -59,6 +59,14 @@ Costs, counted from the expression trees
     vertex and edge elimination (each addition there is an absorption
     ``t += l*r``) and exceeds it only for face-elimination merges.
 
+Limits
+------
+The trees are walked recursively, so an expression nested deeper than
+Python's recursion limit (about 1000 levels: a chain of ~1000 intermediates
+eliminated into one inlined product) raises ``RecursionError``.  Every graph
+of the problem zoo converts and round trips.  ``expand_paths`` is
+exponential in general (``max_paths``).
+
 Examples
 --------
 >>> from jacacc import optimize
@@ -259,9 +267,12 @@ class ExpressionSet:
     entries : mapping (output, input) -> Expr
         One expression per structurally nonzero Jacobian entry.
     symbols : sequence of str, optional
-        The printed symbol of every edge (default ``d[v,u]``).
+        The printed symbol of every edge; by default made by ``names``.
     graph : CompGraph, optional
         The graph, for :meth:`evaluate` without partials.
+    names : callable (u, v) -> str, mapping, or None
+        Edge symbols when ``symbols`` is not given: :func:`default_symbol`
+        (``d[v,u]``) by default, or e.g. :func:`paper_symbol` (``v_u``).
 
     Attributes
     ----------
@@ -563,9 +574,10 @@ def to_expressions(schedule: Any, graph: Any = None, *, names: Names = None) -> 
     for i in range(len(schedule.edges)):
         slot[i] = new("leaf", i)
 
-    def read(s: int, pos: int) -> int:
+    def read(s: int, pos: int | None) -> int:
         if not 0 <= s < len(slot) or slot[s] is None:
-            raise ExpressionError(f"op #{pos} reads slot {s}, which holds no value at that point")
+            who = "the result" if pos is None else f"op #{pos}"
+            raise ExpressionError(f"{who} reads slot {s}, which holds no value at that point")
         return slot[s]  # type: ignore[return-value]
 
     for pos, op in enumerate(schedule.ops):
@@ -582,7 +594,7 @@ def to_expressions(schedule: Any, graph: Any = None, *, names: Names = None) -> 
             slot[op.target] = new("mul", left, right)
         else:
             raise ExpressionError(f"op #{pos} is a {type(op).__name__}, neither Op nor Add")
-    result_values = {key: read(s, -1) for key, s in schedule.result.items()}
+    result_values = {key: read(s, None) for key, s in schedule.result.items()}
     for v in result_values.values():
         uses[v] += 1
 
