@@ -33,6 +33,8 @@ RANDOM_EDGE_MAX_EDGES = 600
 # O(faces x steps); above this many intermediate faces they are skipped and the record says so.
 FACE_SCAN_MAX_FACES = 400
 FACE_SCAN_METHODS = ("greedy", "random")
+# Exact (exhaustive) methods are exponential: run only on graphs this small.
+EXACT_MAX_FACES = 30
 DEFAULT_EXCLUDED_TAGS = ("scale",)
 
 
@@ -44,6 +46,7 @@ def default_problems() -> list[str]:
 
 def measure(problem_names: list[str], seed: int) -> list[dict]:
     rows = []
+    exact_methods = {mode: set(methods(mode, exact=True)) for mode in modes()}
     for name in problem_names:
         graph = problems.get(name).graph()
         size = {
@@ -60,6 +63,9 @@ def measure(problem_names: list[str], seed: int) -> list[dict]:
                 row = {"problem": name, **size, "mode": mode, "method": method, "lower_bound": bound}
                 if mode == "edge" and method == "random" and graph.n_edges > RANDOM_EDGE_MAX_EDGES:
                     rows.append({**row, "mults": None, "skipped": f"more than {RANDOM_EDGE_MAX_EDGES} edges"})
+                    continue
+                if method in exact_methods[mode] and faces > EXACT_MAX_FACES:
+                    rows.append({**row, "mults": None, "skipped": f"exact search; more than {EXACT_MAX_FACES} faces"})
                     continue
                 if mode == "face" and method in FACE_SCAN_METHODS and faces > FACE_SCAN_MAX_FACES:
                     rows.append({**row, "mults": None, "skipped": f"more than {FACE_SCAN_MAX_FACES} faces"})
@@ -132,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "compare_methods",
         {"rows": rows, "best": [{"problem": p, "mode": m, "mults": v} for (p, m), v in best.items()]},
         parameters={"problems": names, "random_edge_max_edges": RANDOM_EDGE_MAX_EDGES,
-                    "face_scan_max_faces": FACE_SCAN_MAX_FACES},
+                    "face_scan_max_faces": FACE_SCAN_MAX_FACES, "exact_max_faces": EXACT_MAX_FACES},
         seed=args.seed,
     )
     with open(os.path.join(args.out, "compare_methods.md"), "w", encoding="utf-8") as fh:

@@ -28,8 +28,8 @@ from jacacc.errors import (
     TraceError,
     UnsupportedOperationError,
 )
-from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
 from jacacc.expressions import expand_paths, to_expressions
+from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
 from jacacc.linegraph import line_graph
 from jacacc.orders import OrderResult, get_method, methods, register_method
 from jacacc.schedule import Op, Schedule

@@ -30,7 +30,7 @@ GRAPH = {
     ],
 }
 
-MODE_METHODS = [(mode, name) for mode in modes() for name in methods(mode)]
+MODE_METHODS = [(mode, name) for mode in modes() for name in methods(mode, exact=False)]
 
 
 def run_cli(*args: str, exe: list[str] | None = None) -> subprocess.CompletedProcess:

@@ -14,32 +14,40 @@ How each mode is searched, and why that search is exact:
   not depend on the order within ``S``: an edge ``(u, w)`` of that graph
   joins two vertices outside ``S`` linked by a path whose interior lies in
   ``S``.  So the state is the set ``S`` (a bitmask), and the optimum is a
-  dynamic programme over the ``2^n`` subsets, each step costing the
-  Markowitz degree ``|P_S(j)|·|S_S(j)|`` read off those paths.
+  dynamic programme over the subsets, each step costing the Markowitz
+  degree ``|P_S(j)|·|S_S(j)|`` read off those paths.
 * **edge** — the graph after a sequence is *not* determined by the set of
   steps taken, but it is determined by its edge set (an edge elimination
   keeps at most one edge per vertex pair, and an intermediate is alive iff an
   edge touches it).  The state is that edge set (a bitmask over the vertex
   pairs ``u ⇝ w``); steps cost ``|S(j)|`` or ``|P(j)|`` ≥ 1, so A* over
-  states finds the cheapest sequence.  The heuristic is the structural bound
-  of the *current* graph — max(pairs still joined by a path of length ≥ 2,
-  intermediates left) — which is consistent: a step of cost ``c`` removes at
-  most one intermediate and targets at most ``c`` Jacobian entries.
+  states finds the cheapest sequence.
 * **face** — the dual graph after some face eliminations is not a set of
   vertex pairs: several dual vertices can stand for the same ``src → dst``
-  piece with different neighbours.  A state is therefore identified without
-  vertex ids (which depend on the order fill-ins were made): every dual vertex
-  is labelled by the set of LCG paths its value sums (tracked through every
-  multiplication and merge), and the state key is the set of
-  ``(label, labels of successors)``.  Naumann's rule preserves the Jacobian,
-  so every input→output path is covered exactly once by a source→sink path of
-  the dual graph; labels are then distinct in practice, and the key describes
-  the state completely.  Where two live vertices do share a label the key
-  falls back to the real vertex ids — still exact, just less sharing.  Every
-  face costs one multiplication, so the optimum is the fewest faces that
-  leave none intermediate: A* with the number of input/output pairs still
-  joined through an intermediate face as the (consistent) heuristic — each
-  face's product lands in one vertex, of one ``src → dst`` pair.
+  piece with different neighbours, and fill-in ids depend on the order the
+  fill-ins were made.  A state is therefore keyed without ids: every dual
+  vertex is labelled by the set of LCG paths its value sums (tracked through
+  every multiplication and merge), and the key is the set of faces as pairs
+  of labels.  Naumann's rule preserves the Jacobian, so every input→output
+  path is carried by exactly one source→sink path of the dual graph; labels
+  are then distinct in practice and the key describes the state completely.
+  Where two live vertices do share a label the key falls back to the vertex
+  ids — still exact, just less sharing.  Every face costs one
+  multiplication, so the optimum is the fewest faces that leave none
+  intermediate: A* again.  The optimal sequence is found as labels and
+  replayed on a fresh dual graph, so it names the fill-ins as the face
+  engine numbers them.
+
+The A* heuristic (:func:`_cover_bound`, consistent, so each state is expanded
+once) counts, for every intermediate ``j``, the fewest faces that must still
+be eliminated *at* ``j``: each dual path still meeting at ``j`` needs a face
+there whose factors start at its input or an earlier meeting point and end
+at a later one or its output — a small set cover — and faces at different
+vertices are different faces.  An edge step of cost ``c`` is ``c`` faces, so
+the same bound serves edge mode.  States whose estimate exceeds the cost of
+a quick order (the vertex optimum for ≤ 12 intermediates, a Markowitz or
+greedy order) are dropped.  The bound is what makes graphs of a dozen edges
+take milliseconds instead of minutes.
 
 The limits (``max_intermediates`` for vertex mode, ``max_states`` for edge and
 face mode) are refused with an :class:`~jacacc.errors.OrderError` naming the
@@ -47,12 +55,17 @@ limit and how to raise it.
 
 Examples
 --------
+Vertex elimination must take all faces of a vertex at once; on this graph
+eliminating part of ``v2`` first (the faces through ``v1 → v2``) saves one
+multiplication (``paper_reproductions/003_face_beats_vertex.py``):
+
 >>> from jacacc import CompGraph, optimize
 >>> g = CompGraph.from_edges(["x0", "x1"], ["y0", "y1"], [
-...     ("x0", "a", 2.0), ("x1", "a", 3.0), ("a", "b", 5.0), ("b", "y0", 7.0), ("b", "y1", 11.0)])
+...     ("x0", "v0"), ("x0", "v2"), ("x1", "v1"), ("v0", "v1"), ("v0", "v2"), ("v1", "v2"),
+...     ("v0", "y0"), ("v0", "y1"), ("v1", "y0"), ("v1", "y1"), ("v2", "y0"), ("v2", "y1")])
 >>> [optimize(g, mode=m, method="exhaustive").mults for m in ("vertex", "edge", "face")]
-[6, 5, 5]
->>> plan = optimize(g, mode="edge", method="exhaustive")
+[12, 11, 11]
+>>> plan = optimize(g, mode="face", method="exhaustive")
 >>> plan.optimal, plan.lower_bound == plan.mults
 (True, True)
 """
@@ -80,6 +93,7 @@ __all__ = [
     "exhaustive_edge",
     "exhaustive_face",
     "exhaustive_vertex",
+    "face_state",
     "face_state_key",
     "optimum",
 ]
@@ -140,6 +154,10 @@ def optimum(graph: CompGraph, mode: str = "vertex", **limits: int) -> Optimum:
     searches = {"vertex": _vertex_optimum, "edge": _edge_optimum, "face": _face_optimum}
     if mode not in searches:
         raise OrderError(f"exhaustive search knows the modes vertex, edge and face, not {mode!r}")
+    allowed = "max_intermediates" if mode == "vertex" else "max_states"
+    unknown = sorted(set(limits) - {allowed})
+    if unknown:
+        raise TypeError(f"exhaustive {mode} search takes the limit {allowed}, not {', '.join(unknown)}")
     return searches[mode](graph, **limits)
 
 
@@ -251,31 +269,36 @@ class _EdgeSpace:
             out.append(pairs[low.bit_length() - 1])
         return out
 
-    def bound(self, edges: list[tuple[Node, Node]]) -> int:
-        """Structural lower bound of the current graph (consistent: see the module docstring)."""
-        preds: dict[Node, list[Node]] = {}
+    def bound(self, edges: list[tuple[Node, Node]], cache: dict[frozenset, int]) -> int:
+        """A consistent lower bound on the multiplications still needed.
+
+        The larger of the structural bound of the current graph (pairs still
+        joined by a path of length ≥ 2, intermediates left; a step of cost
+        ``c`` serves at most ``c`` pairs and removes at most one intermediate)
+        and the face bound of its dual graph (:func:`_face_bound`): an edge
+        step of cost ``c`` is ``c`` face eliminations, each lowering that bound
+        by at most one.
+        """
+        succs: dict[Node, list[Node]] = {}
         for u, w in edges:
-            preds.setdefault(w, []).append(u)
-        alive = {v for e in edges for v in e if v in self.inter}
-        inputs: dict[Node, frozenset] = {}
+            succs.setdefault(u, []).append(w)
+        inter = self.inter
+        memo: dict[Node, frozenset] = {}
 
-        def sources(v: Node) -> frozenset:
-            # inputs reaching v (v itself for an input); edges are few, recursion shallow
-            if v not in inputs:
-                found: set[Node] = {v} if v in self.inputs else set()
-                for u in preds.get(v, ()):
-                    found |= sources(u)
-                inputs[v] = frozenset(found)
-            return inputs[v]
+        def tails(v: Node) -> frozenset:
+            # (intermediates after v, output) for every path from intermediate v to an output
+            found = memo.get(v)
+            if found is None:
+                found = memo[v] = frozenset(
+                    ((w, *rest), y) for w in succs.get(v, ()) if w in inter for rest, y in tails(w)
+                ) | frozenset(((), w) for w in succs.get(v, ()) if w not in inter)
+            return found
 
-        long_pairs = 0
-        for y in self.outputs:
-            reach: set[Node] = set()
-            for u in preds.get(y, ()):
-                if u in self.inter:
-                    reach |= sources(u)
-            long_pairs += len(reach)
-        return max(long_pairs, len(alive))
+        sequences = {(x, (w, *rest), y) for x in self.inputs for w in succs.get(x, ()) if w in inter
+                     for rest, y in tails(w)}
+        alive = {v for e in edges for v in e if v in inter}
+        long_pairs = len({(x, y) for x, _, y in sequences})
+        return max(long_pairs, len(alive), _cover_bound(sequences, cache))
 
     def moves(self, state: int, edges: list[tuple[Node, Node]]):
         """Every valid step: (step, cost, next state), in a deterministic order."""
@@ -314,11 +337,13 @@ def _too_many_states(mode: str, max_states: int) -> OrderError:
 def _edge_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> Optimum:
     space = _EdgeSpace(graph)
     start = space.start
+    cap = _upper_bound(graph, "edge")
     best_cost = {start: 0}
     parent: dict[int, tuple[int, EdgeStep] | None] = {start: None}
     tie = itertools.count()
     # (estimate, -cost so far: deeper first among equal estimates, insertion order, state)
-    heap = [(space.bound(space.edges(start)), 0, next(tie), start)]
+    bounds: dict[frozenset, int] = {}
+    heap = [(space.bound(space.edges(start), bounds), 0, next(tie), start)]
     closed: set[int] = set()
     while heap:
         _, neg_cost, _, state = heapq.heappop(heap)
@@ -336,11 +361,14 @@ def _edge_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> 
             total = cost + price
             if nxt in closed or total >= best_cost.get(nxt, total + 1):
                 continue
+            estimate = total + space.bound(space.edges(nxt), bounds)
+            if estimate > cap:
+                continue  # cannot beat an order already known
             if nxt not in best_cost and len(best_cost) >= max_states:
                 raise _too_many_states("edge", max_states)
             best_cost[nxt], parent[nxt] = total, (state, step)
-            heapq.heappush(heap, (total + space.bound(space.edges(nxt)), -total, next(tie), nxt))
-    raise AssertionError("edge elimination always terminates")  # pragma: no cover
+            heapq.heappush(heap, (estimate, -total, next(tie), nxt))
+    raise AssertionError("the upper bound is attained by an edge order")  # pragma: no cover
 
 
 def exhaustive_edge(graph: CompGraph, *, seed: int | None = None,
@@ -356,7 +384,7 @@ def exhaustive_edge(graph: CompGraph, *, seed: int | None = None,
     ...     ("a", "b", 5.0), ("b", "y0", 7.0), ("b", "y1", 11.0)])
     >>> result = exhaustive_edge(g)
     >>> result.lower_bound, [str(s) for s in result.order]
-    (5, ['front(a→b)', 'front(x0→b)', 'front(x1→b)'])
+    (6, ['front(a→b)', 'front(x0→a)', 'front(x1→a)'])
     """
     best = _edge_optimum(graph, max_states=max_states)
     return OrderResult(best.order, optimal=True, lower_bound=best.cost)
@@ -369,7 +397,7 @@ def copy_face_graph(state: FaceGraph, recorder: Any = None) -> FaceGraph:
     Copies the adjacency dicts (keeping their insertion order, so the copy
     lists faces exactly as the original would) and the fill-in counter, so
     that eliminating on the copy names new vertices as the original would;
-    shares the immutable parts (``intermediate_nodes``, ``rank``).
+    shares the parts no elimination changes (``intermediate_nodes``, ``rank``).
 
     Examples
     --------
@@ -390,167 +418,298 @@ def copy_face_graph(state: FaceGraph, recorder: Any = None) -> FaceGraph:
     return new
 
 
-class _PathTracker:
-    """A FaceGraph recorder that keeps, for every dual vertex, the set of LCG paths
-    (node tuples) its value sums: the id-free name of the vertex."""
+class _Names:
+    """Path sets interned to small integers, shared by every state of one search."""
 
-    def __init__(self, paths: dict[Any, frozenset]) -> None:
-        self.paths = paths
+    def __init__(self) -> None:
+        self.paths: list[frozenset] = []
+        self.index: dict[frozenset, int] = {}
+
+    def __call__(self, paths: frozenset) -> int:
+        found = self.index.get(paths)
+        if found is None:
+            found = self.index[paths] = len(self.paths)
+            self.paths.append(paths)
+        return found
+
+
+class _LabelTracker:
+    """A FaceGraph recorder that keeps every dual vertex's label: the (interned) set
+    of LCG paths, as node tuples, that its value sums — a name free of fill-in ids."""
+
+    def __init__(self, labels: dict[Any, int], names: _Names) -> None:
+        self.labels, self.names = labels, names
 
     def multiply(self, target: Any, left: Any, right: Any, *, new: bool) -> None:
-        # left is the later factor (dst side), right the earlier one (src side)
-        made = frozenset(p + q[1:] for p in self.paths[right] for q in self.paths[left])
-        self.paths[target] = made if new else self.paths[target] | made
+        paths, labels = self.names.paths, self.labels
+        # right is the earlier factor (src side), left the later one (dst side)
+        made = frozenset(p + q[1:] for p in paths[labels[right]] for q in paths[labels[left]])
+        self.labels[target] = self.names(made if new else made | paths[labels[target]])
 
     def add(self, target: Any, source: Any) -> None:
-        self.paths[target] = self.paths[target] | self.paths[source]
+        paths, labels = self.names.paths, self.labels
+        labels[target] = self.names(paths[labels[target]] | paths[labels[source]])
 
     def remove(self, v: Any) -> None:
-        del self.paths[v]
+        del self.labels[v]
+
+
+_SHIFT = 1 << 32  # packs a face (label, label) into one int; a search never makes 2^32 path sets
 
 
 class _FaceState:
-    """A FaceGraph with its path labels; ``advance`` returns the state after one face."""
+    """A FaceGraph in progress with the labels of its vertices."""
 
-    __slots__ = ("graph", "paths")
+    __slots__ = ("distinct", "graph", "labels")
 
-    def __init__(self, graph: FaceGraph, paths: dict[Any, frozenset]) -> None:
-        self.graph, self.paths = graph, paths
+    def __init__(self, graph: FaceGraph, labels: dict[Any, int]) -> None:
+        self.graph, self.labels = graph, labels
+        self.distinct = len(set(labels.values())) == len(labels)
 
     @classmethod
-    def start(cls, graph: CompGraph) -> _FaceState:
+    def start(cls, graph: CompGraph, names: _Names) -> _FaceState:
         state = FaceGraph(graph)
-        paths = {v: frozenset([v]) if isinstance(v, Terminal) else frozenset([tuple(v)]) for v in state.succs}
-        return cls(state, paths)
+        labels = {v: names(frozenset([v if isinstance(v, Terminal) else tuple(v)])) for v in state.succs}
+        return cls(state, labels)
 
-    def advance(self, step: FaceStep) -> _FaceState:
-        paths = dict(self.paths)
-        graph = copy_face_graph(self.graph, _PathTracker(paths))
+    def advance(self, step: FaceStep, names: _Names) -> _FaceState:
+        labels = dict(self.labels)
+        graph = copy_face_graph(self.graph, _LabelTracker(labels, names))
         graph.eliminate(*step)
         graph.recorder = None
-        return _FaceState(graph, paths)
+        return _FaceState(graph, labels)
 
-    def labels(self, names: dict[frozenset, int]) -> tuple[dict[Any, Hashable], bool]:
-        """Vertex → id-free label (an interned path set), and whether labels are distinct.
+    def name(self, v: Any) -> Hashable:
+        """The id-free name of vertex ``v`` (its label), or ``("id", v)`` where labels
+        collide and the state falls back to vertex ids."""
+        return self.labels[v] if self.distinct else ("id", v)
 
-        Where two live vertices sum the same paths the labels fall back to the
-        vertex ids themselves, which identify the state exactly.
+    def key(self) -> Hashable:
+        """The state's canonical key: its faces, each as the pair of its vertices' names.
+
+        Every live vertex lies on a face (it has predecessors and successors),
+        so the faces list the vertices too; with distinct labels the key is
+        the whole labelled dual graph, without fill-in ids.
         """
-        labels = {v: names.setdefault(p, len(names)) for v, p in self.paths.items()}
-        if len(set(labels.values())) == len(labels):
-            return labels, True
-        return {v: ("id", v) for v in self.paths}, False
+        succs = self.graph.succs
+        if self.distinct:
+            labels = self.labels
+            return frozenset(labels[a] * _SHIFT + labels[b] for a, out in succs.items() for b in out)
+        return ("ids", frozenset((a, b) for a, out in succs.items() for b in out))
 
 
-def face_state_key(state: FaceGraph, paths: dict[Any, frozenset], names: dict[frozenset, int]) -> Hashable:
+def face_state(graph: CompGraph, faces: Sequence[Any] = ()) -> tuple[FaceGraph, dict[Any, frozenset]]:
+    """The dual graph after eliminating ``faces``, and the LCG paths each live vertex sums.
+
+    Examples
+    --------
+    >>> from jacacc import CompGraph
+    >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "a", 2.0), ("a", "b", 3.0), ("b", "y", 5.0)])
+    >>> state, paths = face_state(g, [("a", "b", "y")])
+    >>> [(v, sorted(p)) for v, p in paths.items() if not isinstance(v, Terminal)]
+    [(('x', 'a'), [('x', 'a')]), (FillIn(src='a', dst='y', index=0), [('a', 'b', 'y')])]
+    """
+    from jacacc.eliminate.face import as_face_step
+
+    names = _Names()
+    state = _FaceState.start(graph, names)
+    for pos, item in enumerate(faces):
+        step = as_face_step(item, pos)
+        problem = state.graph.check_face(step)
+        if problem is not None:
+            raise OrderError(f"step #{pos} ({step}): {problem}")
+        state = state.advance(step, names)
+    return state.graph, {v: names.paths[label] for v, label in state.labels.items()}
+
+
+def face_state_key(state: FaceGraph, paths: dict[Any, frozenset]) -> Hashable:
     """The canonical key of a face-elimination state (see the module docstring).
 
-    ``paths`` maps every live dual vertex to the set of LCG paths (node tuples)
-    its value sums; ``names`` interns those sets to small integers and is
-    shared by every state of one search.  States with equal keys have the
+    ``paths`` maps every live dual vertex to the set of LCG paths its value
+    sums (as :func:`face_state` returns).  States with equal keys have the
     same dual graph up to renaming of fill-in vertices, hence the same
-    remaining optimum.
+    remaining optimum; the search itself uses an equivalent key with the path
+    sets interned to integers.
+
+    Examples
+    --------
+    >>> from jacacc import CompGraph
+    >>> g = CompGraph.from_edges(["x0", "x1"], ["y"], [("x0", "v", 2.0), ("x1", "v", 3.0), ("v", "y", 5.0)])
+    >>> f0, f1 = ("x0", "v", "y"), ("x1", "v", "y")
+    >>> face_state_key(*face_state(g, [f0, f1])) == face_state_key(*face_state(g, [f1, f0]))
+    True
     """
-    labels, distinct = _FaceState(state, paths).labels(names)
-    return _key(state, labels, distinct)
+    names = _Names()
+    labelled = _FaceState(state, {v: names(p) for v, p in paths.items()})
+    if labelled.distinct:
+        return frozenset((paths[a], paths[b]) for a, out in state.succs.items() for b in out)
+    return labelled.key()
 
 
-def _key(state: FaceGraph, labels: dict[Any, Hashable], distinct: bool) -> Hashable:
-    body = frozenset((labels[v], frozenset(labels[s] for s in out)) for v, out in state.succs.items())
-    return body if distinct else ("ids", body)
+def _junction_sequences(state: FaceGraph) -> set[tuple[Node, tuple[Node, ...], Node]]:
+    """``(input, junctions, output)`` for every source→sink path of the dual graph with
+    at least one junction: the LCG vertices where consecutive dual vertices meet,
+    i.e. where the LCG paths that dual path carries still wait for a face."""
+    succs = state.succs
+    memo: dict[Any, frozenset] = {}
+
+    def tails(v: Any) -> frozenset:
+        # (junctions after v's start, output) for every dual path from v to a sink
+        found = memo.get(v)
+        if found is None:
+            out = set()
+            for s in succs[v]:
+                if isinstance(s, Terminal):
+                    out.add(((), s.node))
+                else:
+                    out.update(((v[1], *rest), y) for rest, y in tails(s))
+            found = memo[v] = frozenset(out)
+        return found
+
+    sequences = set()
+    for v in succs:
+        if isinstance(v, Terminal) and v.side == "source":
+            for first in succs[v]:
+                sequences.update((v.node, rest, y) for rest, y in tails(first) if rest)
+    return sequences
 
 
-def _face_bound(state: FaceGraph) -> int:
-    """Input/output pairs still joined through an intermediate face (consistent heuristic:
-    a face's product lands in one vertex, so one step closes at most one pair)."""
-    sources: dict[Any, frozenset] = {}
-    sinks: dict[Any, frozenset] = {}
+def _face_bound(state: FaceGraph, cache: dict[frozenset, int]) -> int:
+    """A consistent lower bound on the faces still to eliminate (see :func:`_cover_bound`)."""
+    return _cover_bound(_junction_sequences(state), cache)
 
-    def up(v: Any) -> frozenset:
-        if v not in sources:
-            found: set = {v.node} if isinstance(v, Terminal) else set()
-            for p in state.preds[v]:
-                found |= up(p)
-            sources[v] = frozenset(found)
-        return sources[v]
 
-    def down(v: Any) -> frozenset:
-        if v not in sinks:
-            found: set = {v.node} if isinstance(v, Terminal) else set()
-            for s in state.succs[v]:
-                found |= down(s)
-            sinks[v] = frozenset(found)
-        return sinks[v]
+def _cover_bound(sequences: set[tuple[Node, tuple[Node, ...], Node]], cache: dict[frozenset, int]) -> int:
+    """A lower bound on the faces still to eliminate, from the junction sequences of the
+    dual graph's source→sink paths (:func:`_junction_sequences`).
 
-    open_pairs: set = set()
-    for a, b in state.intermediate_faces():
-        open_pairs.update(itertools.product(up(a), down(b)))
-    return len(open_pairs)
+    Take a dual source→sink path and one of its junctions ``j`` (an LCG
+    vertex where two of its dual vertices meet).  The junction goes away only
+    when the face there is eliminated: a product *at* ``j`` whose left factor
+    starts at the path's input or at one of its junctions before ``j``, and
+    whose right factor ends at a later junction or the output (junctions only
+    ever disappear).  So the faces still to be eliminated at ``j`` number at
+    least the fewest ``(start, end)`` pairs that offer every such path an
+    allowed pair — a small set cover, solved exactly — and faces at
+    different vertices are different faces: the bound is the sum over ``j``.
+
+    Consistent (A* expands each state once): a step at ``j`` with pair ``t``
+    turns a cover of the new state's paths at ``j`` plus ``t`` into one of the
+    old, and elsewhere it only removes allowed choices, so the bound drops by
+    at most one per face.
+    """
+    at: dict[Node, set[tuple[frozenset, frozenset]]] = {}
+    for x, junctions, y in sequences:
+        for i, j in enumerate(junctions):
+            at.setdefault(j, set()).add((frozenset((x, *junctions[:i])), frozenset((*junctions[i + 1:], y))))
+    total = 0
+    for options in at.values():
+        key = frozenset(options)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = _min_cover(list(options))
+        total += found
+    return total
+
+
+def _min_cover(paths: list[tuple[frozenset, frozenset]]) -> int:
+    """Fewest pairs ``(s, d)`` such that every ``(L, R)`` has ``s ∈ L`` and ``d ∈ R``
+    (exact: depth-first with the best found as a cap; the instances are tiny)."""
+    # a path whose choices include all of another's is covered whenever that one is
+    paths = [p for p in paths
+             if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in paths)]
+    best = [len(paths)]
+
+    def solve(left: list[tuple[frozenset, frozenset]], used: int) -> None:
+        if used >= best[0]:
+            return
+        if not left:
+            best[0] = used
+            return
+        lefts, rights = min(left, key=lambda p: len(p[0]) * len(p[1]))
+        for s in lefts:
+            for d in rights:
+                solve([p for p in left if s not in p[0] or d not in p[1]], used + 1)
+
+    solve(paths, 0)
+    return best[0]
+
+
+def _upper_bound(graph: CompGraph, mode: str) -> int:
+    """The cheapest of a few quick orders: a cap that lets the search drop states
+    whose estimate exceeds it (every vertex order is also an edge and a face order)."""
+    from jacacc.eliminate import count_ops
+    from jacacc.orders.registry import get_method
+
+    best = []
+    if len(graph.intermediates) <= 12:  # 2^12 subsets: milliseconds
+        vertex = _vertex_optimum(graph)
+        best.append(vertex.cost)
+    quick = {"vertex": (), "edge": ("markowitz",), "face": ("greedy", "edge_markowitz")}[mode]
+    for name in quick:
+        best.append(count_ops(graph, get_method(name, mode)(graph, seed=0), mode).mults)
+    return min(best) if best else _vertex_optimum(graph).cost
 
 
 def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> Optimum:
-    names: dict[frozenset, int] = {}
-    first = _FaceState.start(graph)
-    labels, distinct = first.labels(names)
-    start = _key(first.graph, labels, distinct)
+    names = _Names()
+    first = _FaceState.start(graph, names)
+    cap = _upper_bound(graph, "face")
+    start = first.key()
     best_cost = {start: 0}
-    # key → (parent key, the face as labels of the parent state): id-free, replayable
+    # key → (parent key, the face as names in the parent state): id-free, replayable
     parent: dict[Hashable, tuple[Hashable, tuple[Hashable, Hashable]] | None] = {start: None}
-    states = {start: first}
+    pending = {start: first}
     tie = itertools.count()
-    heap = [(_face_bound(first.graph), 0, next(tie), start)]
+    bounds: dict[frozenset, int] = {}
+    heap = [(_face_bound(first.graph, bounds), 0, next(tie), start)]
     closed: set = set()
     while heap:
         _, neg_cost, _, key = heapq.heappop(heap)
         if key in closed:
             continue
         cost = -neg_cost
-        current = states.pop(key)
+        current = pending.pop(key)
         if current.graph.done:
-            labelled = []
+            named = []
             while parent[key] is not None:
                 key, face = parent[key]
-                labelled.append(face)
-            order = _replay_labelled(graph, labelled[::-1], names)
-            assert len(order) == cost
+                named.append(face)
+            order = _replay_named(graph, named[::-1], names)
             return Optimum("face", cost, order, len(best_cost))
         closed.add(key)
-        labels, _ = current.labels(names)
         for step in list(current.graph.intermediate_faces()):
-            nxt = current.advance(step)
-            nxt_labels, nxt_distinct = nxt.labels(names)
-            nxt_key = _key(nxt.graph, nxt_labels, nxt_distinct)
+            nxt = current.advance(step, names)
+            nxt_key = nxt.key()
             if nxt_key in closed or cost + 1 >= best_cost.get(nxt_key, cost + 2):
                 continue
+            estimate = cost + 1 + _face_bound(nxt.graph, bounds)
+            if estimate > cap:
+                continue  # cannot beat an order already known
             if nxt_key not in best_cost and len(best_cost) >= max_states:
                 raise _too_many_states("face", max_states)
             best_cost[nxt_key] = cost + 1
-            parent[nxt_key] = (key, (labels[step.left], labels[step.right]))
-            states[nxt_key] = nxt
-            heapq.heappush(heap, (cost + 1 + _face_bound(nxt.graph), -(cost + 1), next(tie), nxt_key))
-    raise AssertionError("face elimination always terminates")  # pragma: no cover
+            parent[nxt_key] = (key, (current.name(step.left), current.name(step.right)))
+            pending[nxt_key] = nxt
+            heapq.heappush(heap, (estimate, -(cost + 1), next(tie), nxt_key))
+    raise AssertionError("the upper bound is attained by a face order")  # pragma: no cover
 
 
-def _replay_labelled(graph: CompGraph, faces: list[tuple[Hashable, Hashable]],
-                     names: dict[frozenset, int]) -> tuple[FaceStep, ...]:
+def _replay_named(graph: CompGraph, faces: list[tuple[Hashable, Hashable]], names: _Names) -> tuple[FaceStep, ...]:
     """Turn faces named by labels into faces named by the vertex ids of one fresh replay.
 
     Each state on the optimal path has the same key as the replay's state at
-    that point, hence the same labels: every label names exactly one vertex.
+    that point, hence the same names: every name picks out exactly one vertex.
     """
-    state = _FaceState.start(graph)
+    state = _FaceState.start(graph, names)  # the search's table, so labels compare as integers
     order = []
     for left, right in faces:
-        labels, _ = state.labels(names)
-        vertex = {label: v for v, label in labels.items()}
+        vertex = {state.name(v): v for v in state.labels}
         step = FaceStep(vertex[left], vertex[right])
         problem = state.graph.check_face(step)
         if problem is not None:  # pragma: no cover - would mean the key is not canonical
             raise AssertionError(f"replay of the optimal face sequence failed at {step}: {problem}")
-        paths = state.paths
-        state.graph.recorder = _PathTracker(paths)
-        state.graph.eliminate(*step)  # in place: nothing else holds this state
-        state.graph.recorder = None
+        state = state.advance(step, names)
         order.append(step)
     return tuple(order)
 
@@ -575,6 +734,6 @@ def exhaustive_face(graph: CompGraph, *, seed: int | None = None,
     return OrderResult(best.order, optimal=True, lower_bound=best.cost)
 
 
-register_method("exhaustive", exhaustive_vertex, modes=["vertex"])
-register_method("exhaustive", exhaustive_edge, modes=["edge"])
-register_method("exhaustive", exhaustive_face, modes=["face"])
+register_method("exhaustive", exhaustive_vertex, modes=["vertex"], exact=True)
+register_method("exhaustive", exhaustive_edge, modes=["edge"], exact=True)
+register_method("exhaustive", exhaustive_face, modes=["face"], exact=True)

@@ -38,16 +38,27 @@ class OrderResult:
     lower_bound: int | None = None
 
 
-def register_method(name: str, finder: Finder | None = None, *, modes: Sequence[str] = ("vertex", "edge")):
+_EXACT: set[tuple[str, str]] = set()
+
+
+def register_method(
+    name: str, finder: Finder | None = None, *, modes: Sequence[str] = ("vertex", "edge"), exact: bool = False
+):
     """Register ``finder`` as method ``name`` for each of ``modes``.
 
     Usable as a decorator: ``@register_method("mine", modes=["vertex"])``.
-    A new mode name creates that mode's namespace.
+    A new mode name creates that mode's namespace.  ``exact=True`` marks an
+    exact (exponential-time) search: it is listed by :func:`methods` but left
+    out of ``methods(mode, exact=False)``, which sweeps over random graphs use.
     """
 
     def decorate(fn: Finder) -> Finder:
         for mode in modes:
             _METHODS.setdefault(mode, {})[name] = fn
+            if exact:
+                _EXACT.add((mode, name))
+            else:
+                _EXACT.discard((mode, name))
         return fn
 
     return decorate(finder) if finder is not None else decorate
@@ -60,15 +71,19 @@ def _check_mode(mode: str) -> dict[str, Finder]:
         raise RegistryError(f"unknown mode {mode!r}; valid modes: {', '.join(_METHODS)}") from None
 
 
-def methods(mode: str = "vertex") -> list[str]:
-    """The method names registered for ``mode``.
+def methods(mode: str = "vertex", *, exact: bool | None = None) -> list[str]:
+    """The method names registered for ``mode``; ``exact=False`` / ``True`` keeps
+    only the heuristic / only the exact (exhaustive-search) ones.
 
     Examples
     --------
     >>> "markowitz" in methods("vertex") and "markowitz" in methods("edge")
     True
     """
-    return sorted(_check_mode(mode))
+    names = sorted(_check_mode(mode))
+    if exact is None:
+        return names
+    return [n for n in names if ((mode, n) in _EXACT) == exact]
 
 
 def get_method(name: str, mode: str = "vertex") -> Finder:
