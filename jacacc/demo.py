@@ -64,9 +64,9 @@ def main(problem_name: str = "RoeFlux_1d") -> int:
             )
     print()
     print(f"lower bound on multiplications: {optimize(graph).lower_bound}")
-    np.set_printoptions(precision=5, suppress=True)
     print("Jacobian (markowitz, vertex mode):")
-    print(traced.jacobian(x))
+    with np.printoptions(precision=5, suppress=True):  # local: callers' print options stay as they were
+        print(traced.jacobian(x))
     assert np.allclose(traced.jacobian(x), reference_jacobian(traced.linearize(x)))
     print()
     print("all schedules verified" if ok else "VERIFICATION FAILED")
