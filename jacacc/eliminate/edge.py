@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
+from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder, apply_checked, read_sequence
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph, _show
 from jacacc.schedule import Schedule, ScheduleBuilder
@@ -52,15 +52,9 @@ def replay_edges(graph: CompGraph, sequence: Sequence[Any], recorder: Recorder) 
         If a step names an edge not present at that point, eliminates toward a
         non-intermediate, or the sequence ends with intermediates left.
     """
-    if isinstance(sequence, (str, bytes)) or not isinstance(sequence, Sequence):
-        raise OrderError(f"an edge elimination sequence is a list of steps, got {type(sequence).__name__}")
-    steps = tuple(as_edge_step(item, pos) for pos, item in enumerate(sequence))
+    steps = read_sequence(sequence, "edge", as_edge_step)
     state = EliminationGraph(graph, recorder)
-    for pos, step in enumerate(steps):
-        problem = state.check_step(step)
-        if problem is not None:
-            raise OrderError(f"step #{pos} ({step}): {problem}")
-        state.apply(step)
+    apply_checked(steps, state.check_step, state.apply)
     if not state.done:
         raise OrderError(
             f"the edge elimination sequence ends with intermediates left: {_show(state.intermediates)}"

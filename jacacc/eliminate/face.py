@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from jacacc.eliminate.state import apply_checked, read_sequence
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph
 from jacacc.linegraph import Terminal
@@ -255,15 +256,9 @@ def replay_faces(graph: CompGraph, sequence: Sequence[Any], recorder: Any) -> tu
         If a face is not present or not intermediate at its turn, or the
         sequence leaves intermediate faces.
     """
-    if isinstance(sequence, (str, bytes)) or not isinstance(sequence, Sequence):
-        raise OrderError(f"a face elimination sequence is a list of faces, got {type(sequence).__name__}")
-    steps = tuple(as_face_step(item, pos) for pos, item in enumerate(sequence))
+    steps = read_sequence(sequence, "face", as_face_step)
     state = FaceGraph(graph, recorder)
-    for pos, step in enumerate(steps):
-        problem = state.check_face(step)
-        if problem is not None:
-            raise OrderError(f"step #{pos} ({step}): {problem}")
-        state.eliminate(*step)
+    apply_checked(steps, state.check_face, lambda step: state.eliminate(*step))
     left = list(state.intermediate_faces())
     if left:
         shown = ", ".join(str(f) for f in left[:6]) + (f", ... ({len(left)} in all)" if len(left) > 6 else "")

@@ -21,9 +21,10 @@ is told about every multiplication; order finders run without one.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from typing import Literal, NamedTuple, Protocol
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
+from jacacc.errors import OrderError
 from jacacc.graph import CompGraph
 
 Node = Hashable
@@ -196,3 +197,19 @@ class EliminationGraph:
         for k in list(self.succs[j]):
             self._remove_edge(j, k)
         del self.preds[j], self.succs[j], self.intermediates[j]
+
+
+def read_sequence(sequence: Any, what: str, as_step: Callable[[Any, int], Any]) -> tuple:
+    """Normalise an elimination sequence item by item, refusing what is not a list."""
+    if isinstance(sequence, (str, bytes)) or not isinstance(sequence, Sequence):
+        raise OrderError(f"a {what} elimination sequence is a list, got {type(sequence).__name__}")
+    return tuple(as_step(item, pos) for pos, item in enumerate(sequence))
+
+
+def apply_checked(steps: Sequence[Any], check: Callable[[Any], str | None], apply: Callable[[Any], Any]) -> None:
+    """Apply ``steps`` in turn, refusing the first one ``check`` finds invalid at its turn."""
+    for pos, step in enumerate(steps):
+        problem = check(step)
+        if problem is not None:
+            raise OrderError(f"step #{pos} ({step}): {problem}")
+        apply(step)
