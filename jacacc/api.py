@@ -6,6 +6,7 @@ accepts), :class:`Plan` out — order, schedule, cost, optimality, bound.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from jacacc.eliminate import get_engine
 from jacacc.graph import CompGraph, as_graph
 from jacacc.orders import OrderResult, find_order
-from jacacc.orders.registry import explicit_order
+from jacacc.orders.registry import SearchInfo, explicit_order, modes_of
 from jacacc.schedule import Schedule
 
 __all__ = ["Plan", "optimize", "structural_lower_bound"]
@@ -69,6 +70,8 @@ class Plan:
         None when unknown.
     lower_bound : int or None
         A proven lower bound on the multiplications of any order of the mode.
+    search : SearchInfo or None
+        For search methods: status, objective, best bound and wall time.
     """
 
     graph: CompGraph
@@ -80,6 +83,7 @@ class Plan:
     lower_bound: int | None = None
     seed: int | None = None
     options: dict = field(default_factory=dict)
+    search: SearchInfo | None = None
 
     @property
     def mults(self) -> int:
@@ -106,9 +110,11 @@ class Plan:
             order = [[_plain(s.edge[0]), _plain(s.edge[1]), s.direction] for s in self.order]
         elif self.mode == "face":
             order = [{"path": [_plain(v) for v in s.path], "face": str(s)} for s in self.order]
-        else:
+        elif self.mode == "vertex":
             order = [_plain(x) for x in self.order]
-        return {
+        else:
+            order = [str(x) for x in self.order]
+        record = {
             "mode": self.mode,
             "method": self.method,
             "mults": self.mults,
@@ -119,6 +125,15 @@ class Plan:
             "seed": self.seed,
             "order": order,
         }
+        if self.search is not None:
+            record["search"] = {
+                "status": self.search.status,
+                "objective": self.search.objective,
+                "best_bound": self.search.best_bound,
+                "wall_time": self.search.wall_time,
+                "solver": self.search.solver,
+            }
+        return record
 
     def __repr__(self) -> str:
         optimal = {True: "yes", False: "no", None: "unknown"}[self.optimal]
@@ -133,6 +148,10 @@ class Plan:
                       f"{len(self.graph.outputs)} out, {self.graph.n_edges} edges"),
             ("order", _abbreviate(self.order_strings())),
         ]
+        if self.search is not None:
+            info = self.search
+            rows.insert(5, ("search", f"{info.status}, objective {info.objective}, bound {info.best_bound}, "
+                                      f"{info.wall_time:.2f} s" + (f" ({info.solver})" if info.solver else "")))
         return "Plan\n" + "\n".join(f"  {k:<12} {v}" for k, v in rows)
 
 
@@ -146,9 +165,37 @@ def _abbreviate(items: list[str], limit: int = 12) -> str:
     return " ".join(items[:limit]) + f" ... ({len(items)} steps)"
 
 
+def resolve_mode(mode: str | None, method: Any) -> str:
+    """The mode ``optimize`` runs in: ``mode`` when given; otherwise ``"vertex"``,
+    unless ``method`` names a method registered only outside vertex mode (the
+    structure strategies ``dstar``, ``blocks``, ``levels`` pick their own
+    granularity), in which case that method's mode.
+
+    Examples
+    --------
+    >>> resolve_mode(None, "markowitz"), resolve_mode("edge", "markowitz")
+    ('vertex', 'edge')
+    """
+    if mode is not None:
+        return mode
+    if isinstance(method, str):
+        found = modes_of(method)
+        if found and "vertex" not in found and len(found) == 1:
+            return found[0]
+    return "vertex"
+
+
+def _accepted(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``options`` that ``fn`` takes as keyword arguments."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(options)
+    return {k: v for k, v in options.items() if k in params and k not in ("graph", "order", "sequence")}
+
+
 def optimize(
     graph: Any,
-    mode: str = "vertex",
+    mode: str | None = None,
     method: str | Callable[..., Any] | Sequence[Any] = "markowitz",
     seed: int | None = None,
     **options: Any,
@@ -160,7 +207,9 @@ def optimize(
     graph : CompGraph, networkx.DiGraph, dict or path
         The graph (see :func:`jacacc.graph.as_graph`); a traced function's
         ``.graph`` works too.
-    mode : {"vertex", "edge", "face"} or another registered mode
+    mode : {"vertex", "edge", "face", "structure"} or another registered mode, optional
+        Default: ``"vertex"``, or the mode of a method registered in one
+        other mode only (``optimize(g, method="dstar")``); see :func:`resolve_mode`.
     method : str, callable or explicit order
         A name from :func:`jacacc.methods` (``mode``), a callable
         ``finder(graph, *, seed=None, **options)``, or an explicit order: a
@@ -171,7 +220,8 @@ def optimize(
     seed : int, optional
         For randomized methods.
     **options
-        Passed to the method.
+        Passed to the method; those the mode's engine takes as keywords (face
+        mode's ``rule``) are passed to the engine as well.
 
     Returns
     -------
@@ -188,17 +238,23 @@ def optimize(
     [30.0, 42.0]
     """
     g = as_graph(graph)
+    mode = resolve_mode(mode, method)
     engine = get_engine(mode)
+    engine_options = _accepted(engine, options)
     if isinstance(method, str) or callable(method):
         result = find_order(g, mode, method, seed, options)
         name = method if isinstance(method, str) else getattr(method, "__name__", "callable")
     else:
-        result, name = OrderResult(explicit_order(g, mode, method)), "explicit"
-    schedule = engine(g, result.order)
+        result, name = OrderResult(explicit_order(g, mode, method, **engine_options)), "explicit"
+    if result.schedule is not None:  # a structure strategy builds its own schedule
+        schedule = result.schedule
+    else:
+        schedule = engine(g, result.order, **engine_options)
     bound = structural_lower_bound(g, mode)
     if result.lower_bound is not None:
         bound = max(bound, result.lower_bound)
     optimal = result.optimal
     if optimal is None and schedule.mults == bound:
         optimal = True  # the bound is attained, so no order of this mode is cheaper
-    return Plan(g, mode, name, schedule.order, schedule, optimal, bound, seed, dict(options))
+    order = schedule.order if schedule.order is not None else tuple(result.order)
+    return Plan(g, mode, name, order, schedule, optimal, bound, seed, dict(options), result.search)

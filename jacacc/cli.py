@@ -123,7 +123,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_methods(args: argparse.Namespace) -> int:
     for mode in [args.mode] if args.mode else modes():
-        print(f"{mode}: {', '.join(methods(mode))}")
+        print(f"{mode}: {', '.join(methods(mode)) or '(none registered)'}")
     return 0
 
 

@@ -98,7 +98,7 @@ import numpy as np
 
 from jacacc.errors import JacaccError
 from jacacc.graph import CompGraph, as_graph
-from jacacc.schedule import Add, Op, Schedule
+from jacacc.schedule import Add, Op, Schedule, SplitAdd
 
 __all__ = [
     "Expr",
@@ -583,6 +583,11 @@ def to_expressions(schedule: Any, graph: Any = None, *, names: Names = None) -> 
     for pos, op in enumerate(schedule.ops):
         if isinstance(op, Add):
             slot[op.target] = new("sum", read(op.target, pos), read(op.source, pos))
+        elif isinstance(op, SplitAdd):
+            first, second = read(op.first, pos), read(op.second, pos)
+            if not 0 <= op.target < len(slot):
+                raise ExpressionError(f"op #{pos} writes slot {op.target}, outside the schedule's slots")
+            slot[op.target] = new("sum", first, second)
         elif isinstance(op, Op) and op.accumulate:
             old = read(op.target, pos)
             product = new("mul", read(op.left, pos), read(op.right, pos))
@@ -593,7 +598,7 @@ def to_expressions(schedule: Any, graph: Any = None, *, names: Names = None) -> 
                 raise ExpressionError(f"op #{pos} writes slot {op.target}, outside the schedule's slots")
             slot[op.target] = new("mul", left, right)
         else:
-            raise ExpressionError(f"op #{pos} is a {type(op).__name__}, neither Op nor Add")
+            raise ExpressionError(f"op #{pos} is a {type(op).__name__}, not an Op, Add or SplitAdd")
     result_values = {key: read(s, None) for key, s in schedule.result.items()}
     for v in result_values.values():
         uses[v] += 1

@@ -30,7 +30,7 @@ import numpy as np
 
 from jacacc.errors import GraphError
 
-__all__ = ["Add", "Op", "OpCounter", "Schedule", "ScheduleBuilder"]
+__all__ = ["Add", "Op", "OpCounter", "Schedule", "ScheduleBuilder", "SplitAdd"]
 
 Node = Hashable
 Edge = tuple[Node, Node]
@@ -62,6 +62,21 @@ class Add:
         return f"s{self.target} += s{self.source}"
 
 
+@dataclass(frozen=True)
+class SplitAdd:
+    """One scalar addition into a new slot, ``slot[target] = slot[first] + slot[second]``:
+    a copy of a dual-graph vertex that absorbs a product while the original
+    keeps its other neighbours (the Griewank–Walther split variants of face
+    elimination, :mod:`jacacc.eliminate.face`)."""
+
+    target: int
+    first: int
+    second: int
+
+    def __str__(self) -> str:
+        return f"s{self.target} = s{self.first} + s{self.second}"
+
+
 class Schedule:
     """A verified-by-construction straight-line Jacobian program.
 
@@ -74,7 +89,7 @@ class Schedule:
     slot_edges : sequence of (u, v)
         For every slot, the edge whose value it holds (for fill-in slots, the
         edge created by the fill-in).
-    ops : sequence of Op
+    ops : sequence of Op, Add or SplitAdd
     result : dict mapping (output, input) to a slot
         The slot holding each structurally nonzero Jacobian entry.
     mode, order : optional metadata (the elimination that produced it).
@@ -128,8 +143,9 @@ class Schedule:
 
     @property
     def adds(self) -> int:
-        """Scalar additions: one per accumulating (absorbing) :class:`Op` and per :class:`Add` (merge)."""
-        return sum(isinstance(op, Add) or op.accumulate for op in self.ops)
+        """Scalar additions: one per accumulating (absorbing) :class:`Op`, per :class:`Add`
+        (merge) and per :class:`SplitAdd` (split absorption)."""
+        return sum(isinstance(op, (Add, SplitAdd)) or op.accumulate for op in self.ops)
 
     @property
     def fill_ins(self) -> int:
@@ -164,6 +180,8 @@ class Schedule:
         for op in self.ops:
             if isinstance(op, Add):
                 slots[op.target] += slots[op.source]
+            elif isinstance(op, SplitAdd):
+                slots[op.target] = slots[op.first] + slots[op.second]
             elif op.accumulate:
                 slots[op.target] += slots[op.left] * slots[op.right]
             else:
@@ -181,6 +199,10 @@ class Schedule:
             if isinstance(op, Add):
                 t, a = self.slot_edges[op.target], self.slot_edges[op.source]
                 lines.append(f"{op!s:<15} # {_edge(t)} += {_edge(a)}")
+                continue
+            if isinstance(op, SplitAdd):
+                t, a, b = (self.slot_edges[s] for s in (op.target, op.first, op.second))
+                lines.append(f"{op!s:<15} # {_edge(t)} = {_edge(a)} + {_edge(b)}")
                 continue
             t, a, b = (self.slot_edges[s] for s in (op.target, op.left, op.right))
             lines.append(f"{op!s:<15} # {_edge(t)} {'+=' if op.accumulate else '='} {_edge(a)} * {_edge(b)}")
@@ -213,7 +235,7 @@ class ScheduleBuilder:
         self._edges = tuple(edges)
         self._slot_edges: list[Edge] = list(self._edges)
         self._slot: dict[Edge, int] = {e: i for i, e in enumerate(self._edges)}
-        self._ops: list[Op] = []
+        self._ops: list[Op | Add | SplitAdd] = []
 
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         """Record ``target (+)= left * right``; ``new`` marks a fill-in."""
@@ -228,6 +250,12 @@ class ScheduleBuilder:
     def add(self, target: Edge, source: Edge) -> None:
         """Record ``target += source`` (a merge of parallel edges)."""
         self._ops.append(Add(self._slot[target], self._slot[source]))
+
+    def sum(self, target: Edge, first: Edge, second: Edge) -> None:
+        """Record a new slot ``target = first + second`` (a split absorption)."""
+        self._slot_edges.append(target)
+        self._ops.append(SplitAdd(len(self._slot_edges) - 1, self._slot[first], self._slot[second]))
+        self._slot[target] = len(self._slot_edges) - 1
 
     def remove(self, edge: Edge) -> None:
         """The edge left the graph; its slot is no longer addressable by name."""
@@ -266,6 +294,9 @@ class OpCounter:
             self.adds += 1
 
     def add(self, target: Edge, source: Edge) -> None:
+        self.adds += 1
+
+    def sum(self, target: Edge, first: Edge, second: Edge) -> None:
         self.adds += 1
 
     def remove(self, edge: Edge) -> None:

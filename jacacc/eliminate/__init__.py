@@ -13,7 +13,7 @@ from jacacc.eliminate.edge import eliminate_edges, replay_edges
 from jacacc.eliminate.face import FaceStep, FillIn, eliminate_faces, replay_faces
 from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
 from jacacc.eliminate.vertex import eliminate_vertices, replay_vertices
-from jacacc.errors import RegistryError
+from jacacc.errors import OrderError, RegistryError
 from jacacc.graph import CompGraph, as_graph
 from jacacc.schedule import OpCounter, Schedule
 
@@ -22,8 +22,21 @@ __all__ = ["EdgeStep", "EliminationGraph", "FaceStep", "FillIn", "count_ops", "e
 
 Engine = Callable[[CompGraph, Sequence[Any]], Schedule]
 Replay = Callable[[CompGraph, Sequence[Any], Recorder], Any]
-_ENGINES: dict[str, Engine] = {"vertex": eliminate_vertices, "edge": eliminate_edges, "face": eliminate_faces}
-_REPLAYS: dict[str, Replay] = {"vertex": replay_vertices, "edge": replay_edges, "face": replay_faces}
+
+
+def _no_explicit_structure_order(graph: CompGraph, order: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+    """The ``"structure"`` mode's engine: its strategies (D*, blocks, levels)
+    build their own schedules, so there is no order to apply."""
+    raise OrderError(
+        "mode 'structure' takes no explicit order: its methods (D*, blocks, levels) build their own "
+        "schedules; call optimize(graph, method=NAME) with a method from jacacc.methods('structure')"
+    )
+
+
+_ENGINES: dict[str, Engine] = {"vertex": eliminate_vertices, "edge": eliminate_edges, "face": eliminate_faces,
+                               "structure": _no_explicit_structure_order}
+_REPLAYS: dict[str, Replay] = {"vertex": replay_vertices, "edge": replay_edges, "face": replay_faces,
+                               "structure": _no_explicit_structure_order}
 
 
 def register_engine(mode: str, engine: Engine, replay: Replay) -> None:

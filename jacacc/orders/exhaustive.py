@@ -234,7 +234,7 @@ def exhaustive_vertex(graph: CompGraph, *, seed: int | None = None,
     >>> from jacacc import CompGraph
     >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "a", 2.0), ("a", "b", 3.0), ("b", "y", 5.0)])
     >>> exhaustive_vertex(g)
-    OrderResult(order=('a', 'b'), optimal=True, lower_bound=2)
+    OrderResult(order=('a', 'b'), optimal=True, lower_bound=2, search=None, schedule=None)
     """
     best = _vertex_optimum(graph, max_intermediates=max_intermediates)
     return OrderResult(best.order, optimal=True, lower_bound=best.cost)

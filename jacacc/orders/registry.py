@@ -12,16 +12,42 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jacacc.errors import RegistryError
 from jacacc.graph import CompGraph
 
-__all__ = ["OrderResult", "explicit_order", "find_order", "get_method", "methods", "register_explicit_order",
+if TYPE_CHECKING:
+    from jacacc.schedule import Schedule
+
+__all__ = ["OrderResult", "SearchInfo", "explicit_order", "find_order", "get_method", "methods", "modes_of", "register_explicit_order",
            "register_method"]
 
 Finder = Callable[..., Any]
-_METHODS: dict[str, dict[str, Finder]] = {"vertex": {}, "edge": {}, "face": {}}
+_METHODS: dict[str, dict[str, Finder]] = {"vertex": {}, "edge": {}, "face": {}, "structure": {}}
+
+
+@dataclass(frozen=True)
+class SearchInfo:
+    """What a search (CP-SAT, branch-and-bound, local search) reports beside its order.
+
+    ``status`` is ``"optimal"`` (proven), ``"feasible"`` (an order, no proof)
+    or ``"unknown"``; ``objective`` the multiplications of the order found;
+    ``best_bound`` the proven lower bound at the end; ``wall_time`` seconds.
+    """
+
+    status: str
+    objective: int | None
+    best_bound: int | None
+    wall_time: float
+    solver: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        """Relative optimality gap ``(objective - bound) / objective``, None when unknown."""
+        if self.objective is None or self.best_bound is None or self.objective == 0:
+            return None
+        return (self.objective - self.best_bound) / self.objective
 
 
 @dataclass(frozen=True)
@@ -30,12 +56,18 @@ class OrderResult:
 
     ``optimal`` is True when the method proves the order optimal for its mode,
     False when it knows it is not, None when it cannot tell; ``lower_bound``
-    is a proven lower bound on the multiplications of any order of the mode.
+    is a proven lower bound on the multiplications of any order of the mode;
+    ``search`` what a search reports (status, objective, bound, time).
+    Methods of the ``"structure"`` mode (D*, blocks, levels: strategies that
+    choose their own granularity) build their Schedule themselves and return
+    it as ``schedule``; ``order`` then describes the factoring sequence.
     """
 
     order: Sequence[Any]
     optimal: bool | None = None
     lower_bound: int | None = None
+    search: SearchInfo | None = None
+    schedule: Schedule | None = None
 
 
 _EXACT: set[tuple[str, str]] = set()
@@ -69,6 +101,17 @@ def _check_mode(mode: str) -> dict[str, Finder]:
         return _METHODS[mode]
     except (KeyError, TypeError):
         raise RegistryError(f"unknown mode {mode!r}; valid modes: {', '.join(_METHODS)}") from None
+
+
+def modes_of(name: str) -> list[str]:
+    """The modes for which a method called ``name`` is registered.
+
+    Examples
+    --------
+    >>> modes_of("markowitz")
+    ['vertex', 'edge']
+    """
+    return [mode for mode, table in _METHODS.items() if name in table]
 
 
 def methods(mode: str = "vertex", *, exact: bool | None = None) -> list[str]:
@@ -111,16 +154,17 @@ def find_order(graph: CompGraph, mode: str, method: str | Finder, seed: int | No
     return result if isinstance(result, OrderResult) else OrderResult(result)
 
 
-_EXPLICIT: dict[str, Callable[[CompGraph, Any], Any]] = {}
+_EXPLICIT: dict[str, Callable[..., Any]] = {}
 
 
-def register_explicit_order(mode: str, adapter: Callable[[CompGraph, Any], Any]) -> None:
+def register_explicit_order(mode: str, adapter: Callable[..., Any]) -> None:
     """Register how ``mode`` reads an explicit order given in another form
-    (face mode replays vertex orders and edge sequences as faces)."""
+    (face mode replays vertex orders and edge sequences as faces);
+    ``adapter(graph, order, **engine_options)``."""
     _EXPLICIT[mode] = adapter
 
 
-def explicit_order(graph: CompGraph, mode: str, order: Any) -> Any:
+def explicit_order(graph: CompGraph, mode: str, order: Any, **engine_options: Any) -> Any:
     """An explicit order as ``mode``'s engine takes it."""
     adapter = _EXPLICIT.get(mode)
-    return order if adapter is None else adapter(graph, order)
+    return order if adapter is None else adapter(graph, order, **engine_options)
