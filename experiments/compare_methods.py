@@ -77,7 +77,8 @@ def measure(problem_names: list[str], seed: int) -> list[dict]:
                     rows.append({**row, "mults": None, "skipped": str(exc)})
                     continue
                 seconds = time.perf_counter() - start
-                counted = count_ops(graph, result.order, mode)
+                # structure strategies (D*, blocks, levels) build their own schedule
+                counted = result.schedule if result.schedule is not None else count_ops(graph, result.order, mode)
                 rows.append({
                     **row, "mults": counted.mults, "adds": counted.adds, "fill_ins": counted.fill_ins,
                     "seconds": seconds,

@@ -10,14 +10,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jacacc.eliminate.edge import eliminate_edges, replay_edges
-from jacacc.eliminate.face import FaceStep, FillIn, eliminate_faces, replay_faces
+from jacacc.eliminate.face import (
+    FACE_RULES,
+    FaceRule,
+    FaceStep,
+    FillIn,
+    eliminate_faces,
+    face_rule,
+    replay_faces,
+)
 from jacacc.eliminate.state import EdgeStep, EliminationGraph, Recorder
 from jacacc.eliminate.vertex import eliminate_vertices, replay_vertices
 from jacacc.errors import OrderError, RegistryError
 from jacacc.graph import CompGraph, as_graph
 from jacacc.schedule import OpCounter, Schedule
 
-__all__ = ["EdgeStep", "EliminationGraph", "FaceStep", "FillIn", "count_ops", "eliminate", "eliminate_edges",
+__all__ = ["FACE_RULES", "FaceRule", "face_rule", "EdgeStep", "EliminationGraph", "FaceStep", "FillIn", "count_ops", "eliminate", "eliminate_edges",
            "eliminate_faces", "eliminate_vertices", "get_engine", "modes", "register_engine"]
 
 Engine = Callable[[CompGraph, Sequence[Any]], Schedule]
@@ -63,8 +71,9 @@ def get_engine(mode: str) -> Engine:
         raise RegistryError(f"unknown mode {mode!r}; valid modes: {', '.join(_ENGINES)}") from None
 
 
-def eliminate(graph: Any, order: Sequence[Any], mode: str = "vertex") -> Schedule:
-    """Apply ``order`` to ``graph`` with the engine of ``mode`` and return the Schedule.
+def eliminate(graph: Any, order: Sequence[Any], mode: str = "vertex", **engine_options: Any) -> Schedule:
+    """Apply ``order`` to ``graph`` with the engine of ``mode`` and return the Schedule
+    (``engine_options``: face mode's ``rule``).
 
     Examples
     --------
@@ -73,11 +82,12 @@ def eliminate(graph: Any, order: Sequence[Any], mode: str = "vertex") -> Schedul
     1
     """
     engine = get_engine(mode)
-    return engine(as_graph(graph), order)
+    return engine(as_graph(graph), order, **engine_options)
 
 
-def count_ops(graph: Any, order: Sequence[Any], mode: str = "vertex") -> OpCounter:
-    """Multiplications, additions and fill-ins of ``order`` without building a Schedule.
+def count_ops(graph: Any, order: Sequence[Any], mode: str = "vertex", **engine_options: Any) -> OpCounter:
+    """Multiplications, additions and fill-ins of ``order`` without building a Schedule
+    (``engine_options``: face mode's ``rule``).
 
     Examples
     --------
@@ -88,5 +98,5 @@ def count_ops(graph: Any, order: Sequence[Any], mode: str = "vertex") -> OpCount
     """
     get_engine(mode)
     counter = OpCounter()
-    _REPLAYS[mode](as_graph(graph), order, counter)
+    _REPLAYS[mode](as_graph(graph), order, counter, **engine_options)
     return counter

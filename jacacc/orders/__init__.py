@@ -4,6 +4,7 @@ Importing this package registers the built-in heuristics; later modules
 (D*, exact search) register themselves the same way.
 """
 
+from jacacc.orders import dstar as _dstar  # noqa: F401  (registers D*, mode 'structure')
 from jacacc.orders import exhaustive as _exhaustive  # noqa: F401  (registers the exact oracle)
 from jacacc.orders import faces as _faces  # noqa: F401  (registers the face methods)
 from jacacc.orders import heuristics as _heuristics  # noqa: F401  (registers the built-ins)

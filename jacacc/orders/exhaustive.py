@@ -78,7 +78,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jacacc.eliminate.face import FaceGraph, FaceStep
+from jacacc.eliminate.face import FaceGraph, FaceStep, face_rule
 from jacacc.eliminate.state import EdgeStep
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph
@@ -715,10 +715,12 @@ def _replay_named(graph: CompGraph, faces: list[tuple[Hashable, Hashable]], name
 
 
 def exhaustive_face(graph: CompGraph, *, seed: int | None = None,
-                    max_states: int = DEFAULT_MAX_STATES) -> OrderResult:
+                    max_states: int = DEFAULT_MAX_STATES, rule: Any = None) -> OrderResult:
     """The shortest face elimination sequence (one multiplication per face), by A*.
 
     ``seed`` is accepted for the registry's calling convention and ignored.
+    The search is over Naumann's rule; ``rule`` may only name it (the
+    Griewank–Walther variants create split copies its state keys do not cover).
     The order names fill-in vertices as a fresh replay numbers them, so
     ``optimize(graph, mode="face", method=list(result.order))`` reproduces it.
 
@@ -730,6 +732,8 @@ def exhaustive_face(graph: CompGraph, *, seed: int | None = None,
     >>> result.lower_bound, [str(f) for f in result.order]
     (2, ['x→a|a→b', 'x→b#0|b→y'])
     """
+    if face_rule(rule) != face_rule("naumann"):
+        raise OrderError(f"the exhaustive face search covers Naumann's rule only, not {face_rule(rule).name!r}")
     best = _face_optimum(graph, max_states=max_states)
     return OrderResult(best.order, optimal=True, lower_bound=best.cost)
 

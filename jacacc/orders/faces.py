@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.eliminate.edge import as_edge_step, replay_edges
-from jacacc.eliminate.face import FaceGraph, FaceStep
+from jacacc.eliminate.face import FaceGraph, FaceRule, FaceStep
 from jacacc.eliminate.vertex import validate_vertex_order
 from jacacc.graph import CompGraph
 from jacacc.linegraph import Terminal
@@ -41,8 +41,11 @@ __all__ = ["as_face_order", "faces_from_edge_order", "faces_from_vertex_order"]
 Node = Hashable
 
 
-def faces_from_vertex_order(graph: CompGraph, order: Sequence[Node]) -> list[FaceStep]:
-    """The face sequence that replays vertex elimination in ``order``.
+def faces_from_vertex_order(
+    graph: CompGraph, order: Sequence[Node], rule: str | FaceRule | None = None
+) -> list[FaceStep]:
+    """The face sequence that replays vertex elimination in ``order``: the faces
+    through each vertex in turn, applied under ``rule`` (Naumann's by default).
 
     Examples
     --------
@@ -51,7 +54,7 @@ def faces_from_vertex_order(graph: CompGraph, order: Sequence[Node]) -> list[Fac
     ['a→b|b→y', 'x→a|a→y#0']
     """
     order = validate_vertex_order(graph, order)
-    state, steps = FaceGraph(graph), []
+    state, steps = FaceGraph(graph, rule=rule), []
     for j in order:
         for step in state.faces_via(j):
             if state.check_face(step) is None:  # a merge may have removed it meanwhile
@@ -60,24 +63,28 @@ def faces_from_vertex_order(graph: CompGraph, order: Sequence[Node]) -> list[Fac
     return steps
 
 
-def faces_from_edge_order(graph: CompGraph, sequence: Sequence[Any]) -> list[FaceStep]:
+def faces_from_edge_order(
+    graph: CompGraph, sequence: Sequence[Any], rule: str | FaceRule | None = None
+) -> list[FaceStep]:
     """The face sequence that replays an edge elimination sequence.
 
     A front elimination of ``(i, j)`` becomes the faces leaving the dual
     vertex of the path piece ``i → j``; a back elimination of ``(j, k)`` the
-    faces entering the vertex of ``j → k``.
+    faces entering the vertex of ``j → k``.  Under Naumann's rule each path
+    piece has one vertex; under a Griewank–Walther ``rule`` split copies may
+    share a piece, and the step takes the faces of all of them.
     """
     edge_steps = [as_edge_step(item, pos) for pos, item in enumerate(sequence)]
     replay_edges(graph, edge_steps, OpCounter())  # validates the sequence with its own messages
-    state, steps = FaceGraph(graph), []
+    state, steps = FaceGraph(graph, rule=rule), []
     for (u, v), direction in edge_steps:
-        vertex = state.vertex(u, v)
-        if vertex is None:  # replaying a valid edge sequence keeps one vertex per edge
-            raise AssertionError(f"no unique dual vertex for edge ({u!r} → {v!r})")
+        vertices = state.vertices(u, v)
+        if not vertices:  # every face-graph operation keeps the path pieces of edge elimination
+            raise AssertionError(f"no dual vertex for edge ({u!r} → {v!r})")
         if direction == "front":
-            faces = [FaceStep(vertex, b) for b in state.succs[vertex]]
+            faces = [FaceStep(x, b) for x in vertices for b in state.succs[x]]
         else:
-            faces = [FaceStep(a, vertex) for a in state.preds[vertex]]
+            faces = [FaceStep(a, x) for x in vertices for a in state.preds[x]]
         for step in faces:
             if state.check_face(step) is None:
                 state.eliminate(*step)
@@ -87,8 +94,8 @@ def faces_from_edge_order(graph: CompGraph, sequence: Sequence[Any]) -> list[Fac
 
 # ---------------------------------------------------------------------------- registered face methods
 def _vertex_replay(name: str):
-    def finder(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]:
-        return faces_from_vertex_order(graph, get_method(name, "vertex")(graph, seed=seed))
+    def finder(graph: CompGraph, *, seed: int | None = None, rule: str | FaceRule | None = None) -> list[FaceStep]:
+        return faces_from_vertex_order(graph, get_method(name, "vertex")(graph, seed=seed), rule)
 
     finder.__doc__ = f"Vertex elimination by the vertex method {name!r}, replayed face by face."
     return finder
@@ -100,12 +107,14 @@ register_method("vertex_markowitz", _vertex_replay("markowitz"), modes=["face"])
 
 
 @register_method("edge_markowitz", modes=["face"])
-def edge_markowitz_faces(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]:
+def edge_markowitz_faces(
+    graph: CompGraph, *, seed: int | None = None, rule: str | FaceRule | None = None
+) -> list[FaceStep]:
     """Edge elimination by lowest Markowitz step, replayed face by face."""
-    return faces_from_edge_order(graph, get_method("markowitz", "edge")(graph, seed=seed))
+    return faces_from_edge_order(graph, get_method("markowitz", "edge")(graph, seed=seed), rule)
 
 
-def as_face_order(graph: CompGraph, order: Sequence[Any]) -> Sequence[Any]:
+def as_face_order(graph: CompGraph, order: Sequence[Any], rule: str | FaceRule | None = None) -> Sequence[Any]:
     """An explicit order given in face mode: a vertex order (node ids) or an edge
     sequence (steps with ``"front"``/``"back"``) is replayed as faces; anything
     else is taken as a face sequence.
@@ -120,9 +129,9 @@ def as_face_order(graph: CompGraph, order: Sequence[Any]) -> Sequence[Any]:
     if not items:
         return order
     if all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items):
-        return faces_from_vertex_order(graph, items)
+        return faces_from_vertex_order(graph, items, rule)
     if all(_is_edge_step(item) for item in items):
-        return faces_from_edge_order(graph, items)
+        return faces_from_edge_order(graph, items, rule)
     return order
 
 
@@ -156,9 +165,10 @@ def _growth(state: FaceGraph, step: FaceStep) -> int:
 
 
 @register_method("greedy", modes=["face"])
-def greedy_faces(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]:
-    """Eliminate the face that grows the dual graph least, ties toward reverse mode."""
-    state, steps = FaceGraph(graph), []
+def greedy_faces(graph: CompGraph, *, seed: int | None = None, rule: str | FaceRule | None = None) -> list[FaceStep]:
+    """Eliminate the face that grows the dual graph least, ties toward reverse mode
+    (the growth is estimated by Naumann's rule whatever ``rule`` applies the step)."""
+    state, steps = FaceGraph(graph, rule=rule), []
     rank = state.rank
     while True:
         best, best_key = None, None
@@ -198,11 +208,11 @@ class _IntermediateFaces:
 
 
 @register_method("random", modes=["face"])
-def random_faces(graph: CompGraph, *, seed: int | None = None) -> list[FaceStep]:
+def random_faces(graph: CompGraph, *, seed: int | None = None, rule: str | FaceRule | None = None) -> list[FaceStep]:
     """A uniformly random intermediate face at each point (seeded)."""
     rng = np.random.default_rng(seed)
     pool = _IntermediateFaces()
-    state = FaceGraph(graph, observer=pool)
+    state = FaceGraph(graph, observer=pool, rule=rule)
     pool.state = state
     for step in state.intermediate_faces():
         pool.linked(*step)
