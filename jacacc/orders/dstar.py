@@ -326,19 +326,7 @@ class _DerivativeGraph:
 
     def subgraph(self, source: Node, sink: Node) -> tuple[list[Node], list[tuple[Node, Node, int]]]:
         """The vertices on source→sink paths (topologically sorted) and the edges among them."""
-        limit = self.pos[sink]
-        ahead, stack = {source}, [source]
-        while stack:
-            for v in self.succ[stack.pop()]:
-                if v not in ahead and self.pos[v] <= limit:
-                    ahead.add(v)
-                    stack.append(v)
-        inside, stack = {sink}, [sink]
-        while stack:
-            for u in self.pred[stack.pop()]:
-                if u in ahead and u not in inside:
-                    inside.add(u)
-                    stack.append(u)
+        inside = _between(self.succ, self.pred, self.pos, source, sink)
         nodes = sorted(inside, key=self.pos.__getitem__)
         edges = [(u, v, slot) for u in nodes for v, slot in self.succ[u].items() if v in inside]
         return nodes, edges
@@ -376,6 +364,25 @@ class _DerivativeGraph:
         if len(links) + 1 != len(self.succ):
             raise AssertionError(f"D* derivative graph {self.root!r}→{self.terminal!r} is not a chain")
         return links
+
+
+def _between(succ: Any, pred: Any, pos: dict[Node, int], source: Node, sink: Node) -> set[Node]:
+    """The vertices on source→sink paths: reachable from ``source`` (no further than
+    ``sink`` in topological position) and reaching ``sink``."""
+    limit = pos[sink]
+    ahead, stack = {source}, [source]
+    while stack:
+        for v in succ[stack.pop()]:
+            if v not in ahead and pos[v] <= limit:
+                ahead.add(v)
+                stack.append(v)
+    inside, stack = {sink}, [sink]
+    while stack:
+        for u in pred[stack.pop()]:
+            if u in ahead and u not in inside:
+                inside.add(u)
+                stack.append(u)
+    return inside
 
 
 def _derivative_graphs(graph: CompGraph, pos: dict[Node, int]) -> list[_DerivativeGraph]:
@@ -502,20 +509,7 @@ class _DStar:
         """Vertices on source→sink paths in the original graph (the tie-break)."""
         if key not in self.sizes:
             source, sink = key
-            limit = self.pos[sink]
-            ahead, stack = {source}, [source]
-            while stack:
-                for v in self.succ_all[stack.pop()]:
-                    if v not in ahead and self.pos[v] <= limit:
-                        ahead.add(v)
-                        stack.append(v)
-            inside, stack = {sink}, [sink]
-            while stack:
-                for u in self.pred_all[stack.pop()]:
-                    if u in ahead and u not in inside:
-                        inside.add(u)
-                        stack.append(u)
-            self.sizes[key] = len(inside)
+            self.sizes[key] = len(_between(self.succ_all, self.pred_all, self.pos, source, sink))
         return self.sizes[key]
 
     def _push(self, key: Key) -> None:
