@@ -12,8 +12,9 @@ from collections import defaultdict
 from typing import Any
 
 from jacacc.errors import require_extra
+from jacacc.structure import depth_levels  # paper 003 Def. 3.4; re-exported for the figure code
 
-__all__ = ["plot_method_comparison", "plot_runtime"]
+__all__ = ["depth_levels", "plot_method_comparison", "plot_runtime"]
 
 
 def _pyplot():
@@ -35,7 +36,7 @@ def plot_method_comparison(record: dict[str, Any], path: str | os.PathLike | Non
     """Grouped bars: each method's multiplications relative to the best method, per problem and mode."""
     plt = _pyplot()
     rows = [r for r in record["results"]["rows"] if r.get("mults") is not None]
-    modes = sorted({r["mode"] for r in rows}, key=["vertex", "edge", "face"].index)
+    modes = sorted({r["mode"] for r in rows}, key=lambda m: (["vertex", "edge", "face", "structure"] + [m]).index(m))
     fig, axes = plt.subplots(len(modes), 1, figsize=(11, 3.2 * len(modes)), squeeze=False)
     for ax, mode in zip(axes[:, 0], modes, strict=True):
         by_problem: dict[str, dict[str, int]] = defaultdict(dict)
@@ -83,22 +84,6 @@ def plot_runtime(record: dict[str, Any], path: str | os.PathLike | None = None):
     fig.tight_layout()
     _save(fig, path)
     return fig
-
-
-def depth_levels(graph: Any) -> dict[Any, int]:
-    """Depth level of every vertex (paper 003 Def. 3.4): the longest path from an input;
-    outputs all on the last level."""
-    from jacacc.graph import as_graph
-
-    graph = as_graph(graph)
-    level: dict[Any, int] = {}
-    for v in graph.topological_order:
-        preds = graph.predecessors(v)
-        level[v] = 1 + max((level[p] for p in preds), default=-1)
-    last = max(level.values(), default=0)
-    for y in graph.outputs:
-        level[y] = last
-    return level
 
 
 def _layered_positions(level: dict[Any, int]) -> dict[Any, tuple[float, float]]:

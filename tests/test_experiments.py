@@ -107,3 +107,23 @@ def test_depth_levels_follow_the_longest_path():
 
     g = jacacc.CompGraph.from_edges(["x"], ["y"], [("x", "a", 1), ("a", "b", 1), ("x", "b", 1), ("b", "y", 1)])
     assert depth_levels(g) == {"x": 0, "a": 1, "b": 2, "y": 3}
+
+
+def test_structure_comparison_checks_and_records_every_method(tmp_path):
+    script = load_script("structure_methods")
+    out, figures = tmp_path / "results", tmp_path / "figures"
+    assert script.main(["--sizes", "8", "--seeds", "1", "--problems", "BlackScholes",
+                        "--out", str(out), "--figures", str(figures)]) == 0
+    record = read_record(out / "structure_methods.json")
+    rows = record["results"]["rows"]
+    methods = {m for _, m in script.METHODS}
+    assert {"dstar", "blocks", "levels", "markowitz"} <= methods
+    for family in script.FAMILIES:
+        assert {r["method"] for r in rows if r.get("family") == family} == methods
+    graph = problems.get("BlackScholes").graph()
+    for r in rows:
+        if r.get("problem") == "BlackScholes":
+            assert r["mults"] == jacacc.optimize(graph, mode=r["mode"], method=r["method"], seed=0).mults
+        assert r["max_rel_error"] <= 1e-9
+    assert record["results"]["geomean_vs_markowitz"]["zoo"]["markowitz"] == 1.0
+    assert (figures / "structure_methods.png").read_bytes()[:8] == PNG_MAGIC

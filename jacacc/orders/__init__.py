@@ -8,6 +8,7 @@ from jacacc.orders import dstar as _dstar  # noqa: F401  (registers D*, mode 'st
 from jacacc.orders import exhaustive as _exhaustive  # noqa: F401  (registers the exact oracle)
 from jacacc.orders import faces as _faces  # noqa: F401  (registers the face methods)
 from jacacc.orders import heuristics as _heuristics  # noqa: F401  (registers the built-ins)
+from jacacc.orders import levels as _levels  # noqa: F401  (registers blocks and levels, mode 'structure')
 from jacacc.orders.registry import OrderResult, find_order, get_method, methods, register_method
 
 __all__ = ["OrderResult", "find_order", "get_method", "methods", "register_method"]
