@@ -200,6 +200,18 @@ class FaceGraph:
                 for b in out_of[_dst(a)]:
                     self._link(a, b)
 
+    def copy(self, recorder: Any = None) -> FaceGraph:
+        """An independent copy (adjacency in the same insertion order, the same fill-in
+        counter, so it names new vertices as the original would), with ``recorder``
+        and no observer; the parts no elimination changes are shared."""
+        new = object.__new__(FaceGraph)
+        new.__dict__.update(self.__dict__)
+        new.preds = {v: dict(p) for v, p in self.preds.items()}
+        new.succs = {v: dict(s) for v, s in self.succs.items()}
+        new.by_dst = {n: dict(d) for n, d in self.by_dst.items()}
+        new.recorder, new.observer = recorder, None
+        return new
+
     # ------------------------------------------------------------------ structure
     def _add_vertex(self, v: Vertex) -> None:
         self.preds[v], self.succs[v] = {}, {}

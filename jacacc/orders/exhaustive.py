@@ -409,13 +409,7 @@ def copy_face_graph(state: FaceGraph, recorder: Any = None) -> FaceGraph:
     >>> len(list(s.intermediate_faces())), [str(f) for f in t.intermediate_faces()]
     (2, ['x→a|a→y#0'])
     """
-    new = object.__new__(FaceGraph)
-    new.__dict__.update(state.__dict__)
-    new.preds = {v: dict(p) for v, p in state.preds.items()}
-    new.succs = {v: dict(s) for v, s in state.succs.items()}
-    new.by_dst = {n: dict(d) for n, d in state.by_dst.items()}
-    new.recorder = recorder
-    return new
+    return state.copy(recorder)
 
 
 class _Names:

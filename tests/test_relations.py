@@ -1,0 +1,88 @@
+"""Multiplication relations, elimination dependencies and the Proposition 1 construction (paper 003 §5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jacacc
+from jacacc.eliminate import eliminate_faces
+from jacacc.expressions import ExpressionError, paper_symbol, parse_expressions, to_expressions
+from jacacc.problems.generators import random_dag
+from jacacc.problems.paper003 import fig4_1a
+from jacacc.relations import (
+    circular_dependencies,
+    elimination_dependencies,
+    multiplication_relations,
+    realize,
+)
+
+FACTORED = "J[f,x] = (f_a*a_c + f_b*b_c)*(c_d*d_x + c_e*e_x)"
+
+
+def relations_of(text: str, graph) -> set[tuple[str, str, bool]]:
+    ex = parse_expressions(text, graph, names=paper_symbol)
+    return {(ex.format(r.earlier), ex.format(r.later), r.direct) for r in multiplication_relations(ex)}
+
+
+def test_relations_of_the_factored_form_are_direct_inside_and_indirect_across():
+    found = relations_of(FACTORED, fig4_1a())
+    direct = {("a_c", "f_a"), ("b_c", "f_b"), ("d_x", "c_d"), ("e_x", "c_e")}
+    indirect = {(early, late) for late in ("a_c", "b_c") for early in ("c_d", "c_e")}
+    assert found == {(*face, True) for face in direct} | {(*face, False) for face in indirect}
+
+
+def test_expanded_form_has_only_direct_relations_and_no_dependencies():
+    ex = jacacc.expand_paths(fig4_1a(), names=paper_symbol)
+    assert all(r.direct for r in multiplication_relations(ex))
+    assert elimination_dependencies(ex).number_of_nodes() == 0
+    assert circular_dependencies(ex) == []
+
+
+def test_a_face_related_both_ways_waits_for_the_inner_products():
+    # c_d * d_x is written directly in one entry and inside a parenthesis in the other:
+    # J[f,x] = (f_a*a_c)*(c_d*d_x)  and  J[f,x] summed with c_e*e_x ... built as two references
+    g = fig4_1a()
+    text = "r1 = c_d*d_x + c_e*e_x\nJ[f,x] = f_a*(a_c*r1) + f_b*b_c*r1"
+    ex = parse_expressions(text, g, names=paper_symbol)
+    kinds = {}
+    for r in multiplication_relations(ex):
+        kinds.setdefault((ex.format(r.earlier), ex.format(r.later)), set()).add(r.direct)
+    assert kinds[("r1", "a_c")] == {True}
+    assert kinds[("r1", "b_c")] == {True}
+    deps = elimination_dependencies(ex)
+    for face in deps.nodes:
+        assert len({r.direct for r in multiplication_relations(ex) if r.face == face}) == 2
+
+
+@pytest.mark.parametrize(
+    "mode,method",
+    [("vertex", "markowitz"), ("vertex", "forward"), ("vertex", "reverse"), ("edge", "markowitz"),
+     ("structure", "levels"), ("structure", "blocks")],
+)
+def test_proposition_1_construction_realizes_elimination_expression_sets(mode, method):
+    for seed in range(8):
+        g = random_dag(3, 10, 3, seed=seed)
+        plan = jacacc.optimize(g, mode=mode, method=method)
+        ex = to_expressions(plan)
+        assert circular_dependencies(ex) == []
+        result = realize(ex)
+        assert result.realized, (seed, result)
+        replay = eliminate_faces(g, result.order)  # an independent check of count and values
+        assert replay.mults == result.mults <= plan.mults
+        np.testing.assert_allclose(replay.evaluate(g.partial_array()), plan.jacobian(), rtol=1e-12)
+
+
+def test_a_failed_construction_says_why_and_keeps_its_partial_sequence():
+    g = random_dag(3, 10, 3, seed=0)
+    ex = to_expressions(jacacc.optimize(g, mode="vertex", method="markowitz"))
+    result = realize(ex, max_steps=3)
+    assert not result.realized and "budget" in result.reason
+    assert result.mults == len(result.order) <= 3 and result.missing > 0
+
+
+def test_realize_needs_the_graph_of_the_expressions():
+    ex = parse_expressions(FACTORED, fig4_1a(), names=paper_symbol)
+    other = random_dag(2, 4, 2, seed=1)
+    with pytest.raises(ExpressionError, match="edges differ"):
+        realize(ex, other)
