@@ -248,10 +248,14 @@ class _Values:
         return self._ends[key]
 
 
-def _expression_values(exprs: ExpressionSet, values: _Values) -> tuple[Counter[int], dict[tuple[Any, Any], int]]:
-    """The products the set computes (value ids, each as often as it is written) and each entry's value."""
+def _expression_values(
+    exprs: ExpressionSet, values: _Values
+) -> tuple[Counter[int], dict[tuple[Any, Any], int], set[int]]:
+    """The products the set computes (value ids, each as often as it is written), each
+    entry's value, and the sums it forms."""
     memo: dict[str, int] = {}
     needed: Counter[int] = Counter()
+    sums: set[int] = set()
 
     def value(e: Expr) -> int:
         if isinstance(e, Leaf):
@@ -264,12 +268,14 @@ def _expression_values(exprs: ExpressionSet, values: _Values) -> tuple[Counter[i
             product = values.mul(value(e.left), value(e.right))
             needed[product] += 1
             return product
-        return values.sum(*(value(t) for t in e.terms))
+        total = values.sum(*(value(t) for t in e.terms))
+        sums.add(total)
+        return total
 
     entries = {key: value(tree) for key, tree in exprs.entries.items()}
     for name in exprs.references:
         value(Ref(name))
-    return needed, entries
+    return needed, entries, sums
 
 
 class _ValueTracker:
@@ -279,17 +285,22 @@ class _ValueTracker:
         self.values = values
         self.of: dict[Any, int] = of if of is not None else {e: values.leaf(i) for i, e in enumerate(graph.edges)}
         self.last_product: int | None = None
+        self.written: list[int] = []  # the values set since this tracker was made
 
     def multiply(self, target: Any, left: Any, right: Any, *, new: bool) -> None:
         product = self.values.mul(self.of[left], self.of[right])
         self.last_product = product
-        self.of[target] = product if new else self.values.sum(self.of[target], product)
+        self._set(target, product if new else self.values.sum(self.of[target], product))
 
     def add(self, target: Any, source: Any) -> None:
-        self.of[target] = self.values.sum(self.of[target], self.of[source])
+        self._set(target, self.values.sum(self.of[target], self.of[source]))
 
     def sum(self, target: Any, first: Any, second: Any) -> None:
-        self.of[target] = self.values.sum(self.of[first], self.of[second])
+        self._set(target, self.values.sum(self.of[first], self.of[second]))
+
+    def _set(self, vertex: Any, value: int) -> None:
+        self.of[vertex] = value
+        self.written.append(value)
 
     def remove(self, vertex: Any) -> None:
         pass  # keep the value: a removed vertex's last value may be read by the caller
@@ -360,8 +371,8 @@ def realize(
     if tuple(g.edges) != tuple(exprs.edges):
         raise ExpressionError("the graph's edges differ from the expression set's (same order required)")
     values = _Values()
-    needed, entries = _expression_values(exprs, values)
-    search = _Search(values, Counter({p: 1 for p in needed}), entries, max_steps)
+    needed, entries, sums = _expression_values(exprs, values)
+    search = _Search(values, Counter({p: 1 for p in needed}), entries, sums, max_steps)
     tracker = _ValueTracker(values, g)
     found = search.run(FaceGraph(g, tracker, rule=rule), tracker, [])
     if found is not None:
@@ -374,8 +385,13 @@ def realize(
 class _Search:
     """Depth-first construction of :func:`realize`, with undo of the product counts."""
 
-    def __init__(self, values: _Values, remaining: Counter[int], entries: dict, max_steps: int) -> None:
+    def __init__(self, values: _Values, remaining: Counter[int], entries: dict, sums: set[int],
+                 max_steps: int) -> None:
         self.values = values
+        self.sums_with: dict[int, set[int]] = defaultdict(set)  # term -> the expressions' sums holding it
+        for total in sums:
+            for term in values.args[total]:
+                self.sums_with[term].add(total)
         self.remaining = remaining
         self.blocking = _blocking_index(values, remaining)
         self.entries = entries
@@ -400,6 +416,21 @@ class _Search:
             scored.append((values.size[product], len(scored), step))
         scored.sort(key=lambda t: t[:2])
         return [step for _, _, step in scored], n_faces, blocked
+
+    def partial(self, v: int) -> bool:
+        """Whether value ``v`` can be on the way to the expressions' values: a leaf, a
+        product, or a sum whose terms lie within one of the expressions' sums."""
+        values = self.values
+        if values.kind[v] != "sum":
+            return True
+        terms: Counter[int] = values.args[v]
+        candidates: set[int] | None = None
+        for t in terms:
+            holding = self.sums_with.get(t, set())
+            candidates = set(holding) if candidates is None else candidates & holding
+            if not candidates:
+                return False
+        return any(all(values.args[total][t] >= n for t, n in terms.items()) for total in candidates or ())
 
     def waits(self, a_value: int, b_value: int) -> bool:
         """Whether the face ``B|A`` must wait for a needed product that runs through it."""
@@ -431,6 +462,8 @@ class _Search:
             child_tracker = _ValueTracker(self.values, None, dict(tracker.of))
             child = state.copy(child_tracker)
             child.eliminate(*step)
+            if not all(self.partial(v) for v in child_tracker.written):
+                continue  # an absorption or merge formed a sum the expressions never build
             product = child_tracker.last_product
             self.remaining[product] -= 1
             found = self.run(child, child_tracker, [*order, step])
@@ -448,7 +481,7 @@ class _Search:
 def _blocking_index(values: _Values, needed: Counter[int]) -> dict[tuple[str, int, int], list[int]]:
     """For each (A, B) the needed products that may forbid eliminating a face ``B|A``:
     ``A * R'`` with ``B`` at the later end of ``R' ≠ B`` ("later"), or ``L' * B`` with
-    ``A`` at the earlier end of ``L' ≠ A`` ("earlier")."""
+    ``A`` at the earlier end of ``L' ≠ A`` ("earlier"); :func:`_pending` decides whether it still does."""
     index: dict[tuple[str, int, int], list[int]] = defaultdict(list)
     for product in needed:
         later, earlier = values.args[product]
@@ -460,14 +493,20 @@ def _blocking_index(values: _Values, needed: Counter[int]) -> dict[tuple[str, in
 
 
 def _pending(values: _Values, remaining: Counter[int], v: int, end: int, side: str) -> bool:
-    """Whether a product on the way from ``v`` down to its end factor ``end`` is still to be
-    made: while it is, the face at ``end`` is what will connect it."""
-    if v == end:
-        return False
+    """Whether the face at factor ``end`` must still carry the products of ``v`` (a needed
+    operand with ``end`` at its ``side``): true while the product made *directly* with
+    ``end`` on the way down is still to be made (its fill-in inherits ``end``'s
+    neighbours only while the face exists; the products above it inherit theirs from
+    it), or while ``end`` is a bare term of a sum on the way (the merge needs the face)."""
     kind, args = values.kind[v], values.args[v]
     if kind == "mul":
-        return bool(remaining[v]) or _pending(values, remaining, args[1] if side == "first" else args[0], end, side)
+        operand = args[1] if side == "first" else args[0]
+        if operand == end:
+            return bool(remaining[v])
+        return _pending(values, remaining, operand, end, side)
     if kind == "sum":
+        if end in args:
+            return True
         return any(_pending(values, remaining, t, end, side) for t in args if end in values.ends(t, side))
     return False
 
