@@ -35,7 +35,10 @@ test-slow: $(VENV)/.test-installed
 experiments: $(VENV)/.test-installed
 	$(PY) experiments/compare_methods.py
 	$(PY) experiments/heuristic_runtime.py
+	$(PY) experiments/structure_methods.py
+	$(PY) experiments/search_benchmark.py
 	$(PY) experiments/dual_graph_figure.py
+	$(PY) experiments/kernel_benchmark.py
 	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed

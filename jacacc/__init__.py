@@ -18,6 +18,7 @@ True
 """
 
 from jacacc.api import Plan, optimize, structural_lower_bound
+from jacacc.codegen import compile
 from jacacc.eliminate import EdgeStep, eliminate, modes
 from jacacc.errors import (
     GraphError,
@@ -54,6 +55,7 @@ __all__ = [
     "Traced",
     "UnsupportedOperationError",
     "as_graph",
+    "compile",
     "eliminate",
     "expand_paths",
     "get_method",

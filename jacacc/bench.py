@@ -1,9 +1,24 @@
-"""Experiment records and timing: every result jacacc reports travels with its context.
+"""Experiment records, timing, benchmark peers and the kernel benchmark.
 
 A *record* is a JSON object ``{"experiment", "created", "seed", "environment",
 "parameters", "results"}``; :func:`environment` captures the machine and the
 versions of everything that can change a number.  Experiment scripts write
 records under ``results/``; notebooks and :mod:`jacacc.plot` read them.
+
+Kernel benchmark
+----------------
+:func:`bench_kernels` measures Jacobians per second of compiled kernels
+(:func:`jacacc.compile`, every method × backend) next to *peers*: JAX
+(``jit(vmap(jacfwd(f)))``, ``jit(vmap(jacrev(f)))``) and PyTorch
+(``vmap(jacfwd(f))``, ``vmap(jacrev(f))`` of ``torch.func``), all producing
+per-point Jacobians ``(N, m, n)``.  The peers run :func:`peer_function`: the
+traced graph's own primal program replayed op by op with ``jax.numpy`` or
+``torch`` (the same elementary operations the kernels compute, so the
+comparison is of differentiation strategy and code generation, not of
+different formulas).  Peers live in a registry (:func:`register_peer`,
+:func:`peers`).  :func:`machine_peaks` measures this machine's peak
+arithmetic rate, libm call rate and memory bandwidth; :func:`roofline_seconds`
+turns a kernel's per-point counts into the time those peaks need.
 """
 
 from __future__ import annotations
@@ -11,13 +26,33 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["environment", "read_record", "time_call", "write_record"]
+import numpy as np
+
+from jacacc.errors import RegistryError, require_extra
+
+__all__ = [
+    "Progress",
+    "bench_kernels",
+    "environment",
+    "get_peer",
+    "machine_peaks",
+    "peer_function",
+    "peers",
+    "plot_kernel_benchmark",
+    "read_record",
+    "register_peer",
+    "roofline_seconds",
+    "time_call",
+    "write_record",
+]
 
 # packages whose versions can change a result; absent ones are recorded as None
 TRACKED_PACKAGES = ("jacacc", "numpy", "scipy", "networkx", "ortools", "numba", "cupy", "jax", "torch")
@@ -98,3 +133,477 @@ def time_call(fn: Callable[[], Any], *, repeat: int = 3, min_time: float = 0.0) 
                 break
         best = min(best, elapsed / calls)
     return best
+
+
+# =========================================================================== peers
+# How the peers spell each rule of jacacc.rules; operators where both libraries
+# accept Python floats on either side, functions otherwise.
+_OPERATORS: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "neg": lambda a: -a,
+    "pos": lambda a: a,
+}
+_JAX_NAMES = {"abs": "abs", "erf": "jax.scipy.special.erf", "erfc": "jax.scipy.special.erfc"}
+_TORCH_NAMES = {
+    "abs": "abs", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "erf": "special.erf",
+    "erfc": "special.erfc", "maximum": "maximum", "minimum": "minimum",
+}
+
+
+def _namespace_function(lib: Any, spelled: str) -> Callable[..., Any]:
+    obj = lib
+    for part in spelled.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _peer_ops(library: str) -> tuple[Any, dict[str, Callable[..., Any]], Callable[..., Any], Callable[..., Any]]:
+    """(module, rule -> callable, as_constant(c, like), stack(list)) for ``library``."""
+    from jacacc.rules import RULES
+
+    ops: dict[str, Callable[..., Any]] = dict(_OPERATORS)
+    if library == "jax":
+        jax = require_extra("jax", "bench")
+        jnp = require_extra("jax.numpy", "bench")
+        require_extra("jax.scipy.special", "bench")  # erf, erfc
+
+        for name in RULES:
+            if name in ops:
+                continue
+            spelled = _JAX_NAMES.get(name, name)
+            if spelled.startswith("jax."):
+                ops[name] = _namespace_function(jax, spelled[4:])
+            elif hasattr(jnp, spelled):
+                ops[name] = getattr(jnp, spelled)
+        return jnp, ops, lambda c, like: jnp.asarray(c, dtype=like.dtype), jnp.stack
+    if library == "torch":
+        torch = require_extra("torch", "bench")
+        for name in RULES:
+            if name in ops:
+                continue
+            spelled = _TORCH_NAMES.get(name, name)
+            try:
+                ops[name] = _namespace_function(torch, spelled)
+            except AttributeError:
+                continue
+        # torch has no cbrt: the real cube root through |x|^(1/3)
+        ops.setdefault("cbrt", lambda a: torch.sign(a) * torch.abs(a) ** (1.0 / 3.0))
+        return torch, ops, lambda c, like: torch.tensor(c, dtype=like.dtype), torch.stack
+    raise RegistryError(f"unknown peer library {library!r}; valid: jax, torch")
+
+
+def peer_function(traced: Any, library: str) -> Callable[[Any], Any]:
+    """The traced function rebuilt with ``library`` (``"jax"`` or ``"torch"``): ``f(x) -> y``
+    for one point ``x`` of shape ``(n,)``, ``y`` of shape ``(m,)``.
+
+    The graph's primal program (node attributes ``op``/``args``, in topological
+    order) is replayed with the library's elementary functions, so the peer
+    computes exactly the operations the jacacc kernel computes.
+
+    Examples
+    --------
+    >>> import jacacc, torch
+    >>> f = jacacc.trace(lambda x: [x[0] * np.sin(x[1])], 2)
+    >>> g = peer_function(f, "torch")
+    >>> g(torch.tensor([2.0, 0.0], dtype=torch.float64))
+    tensor([0.], dtype=torch.float64)
+    """
+    graph = getattr(traced, "graph", traced)
+    _, ops, as_constant, stack = _peer_ops(library)
+    nodes = graph.digraph.nodes
+    program = []
+    for node in graph.topological_order:
+        op = nodes[node].get("op")
+        if op is None:
+            raise RegistryError(f"vertex {node!r} has no primal operation: peers need a traced function")
+        if op in ("input",):
+            continue
+        if op not in ("copy", "const") and op not in ops:
+            raise RegistryError(f"operation {op!r} has no {library} spelling")
+        program.append((node, op, tuple(nodes[node].get("args", ()))))
+    inputs = list(graph.inputs)
+    outputs = list(graph.outputs)
+    binary_functions = {"arctan2", "hypot", "maximum", "minimum", "fmax", "fmin"}
+
+    def f(x: Any) -> Any:
+        values: dict[Any, Any] = {node: x[k] for k, node in enumerate(inputs)}
+        for node, op, args in program:
+            if op == "copy":
+                values[node] = values[args[0]]
+            elif op == "const":
+                values[node] = as_constant(float(args[0]), x)
+            else:
+                operands = [values[a] if not isinstance(a, float) else a for a in args]
+                if op in binary_functions:
+                    operands = [as_constant(a, x) if isinstance(a, float) else a for a in operands]
+                values[node] = ops[op](*operands)
+        return stack([values[o] for o in outputs])
+
+    return f
+
+
+def _jax_peer(mode: str) -> Callable[[Any, str], Callable[[np.ndarray], Any]]:
+    def make(traced: Any, dtype: str) -> Callable[[np.ndarray], Any]:
+        jax = require_extra("jax", "bench")
+        if dtype == "float64":
+            jax.config.update("jax_enable_x64", True)  # a process-wide switch; needed for float64
+        f = peer_function(traced, "jax")
+        jac = jax.jacfwd(f) if mode == "fwd" else jax.jacrev(f)
+        compiled = jax.jit(jax.vmap(jac))
+
+        def run(X: np.ndarray) -> Any:
+            return np.asarray(compiled(jax.numpy.asarray(X)).block_until_ready())
+
+        return run
+
+    return make
+
+
+def _torch_peer(mode: str) -> Callable[[Any, str], Callable[[np.ndarray], Any]]:
+    def make(traced: Any, dtype: str) -> Callable[[np.ndarray], Any]:
+        torch = require_extra("torch", "bench")
+        f = peer_function(traced, "torch")
+        jac = torch.func.jacfwd(f) if mode == "fwd" else torch.func.jacrev(f)
+        batched = torch.func.vmap(jac)
+
+        def run(X: np.ndarray) -> Any:
+            with torch.no_grad():
+                return batched(torch.from_numpy(np.ascontiguousarray(X))).numpy()
+
+        return run
+
+    return make
+
+
+#: benchmark peers: name -> factory(traced, dtype) -> run(X (N, n)) -> Jacobians (N, m, n)
+_PEERS: dict[str, tuple[Callable[[Any, str], Callable[[np.ndarray], Any]], str]] = {}
+
+
+def register_peer(name: str, factory: Callable[[Any, str], Callable[[np.ndarray], Any]], extra: str,
+                  *, replace: bool = False) -> None:
+    """Register a benchmark peer: ``factory(traced, dtype)`` returns ``run(X) -> (N, m, n)``;
+    ``extra`` names the optional dependency it needs.
+
+    Examples
+    --------
+    >>> register_peer("numpy-reference", lambda t, dtype: t.reference_jacobian, "core")
+    >>> "numpy-reference" in peers()
+    True
+    >>> _ = _PEERS.pop("numpy-reference")
+    """
+    if name in _PEERS and not replace:
+        raise RegistryError(f"peer {name!r} is already registered; pass replace=True to override")
+    _PEERS[name] = (factory, extra)
+
+
+def get_peer(name: str) -> Callable[[Any, str], Callable[[np.ndarray], Any]]:
+    """The factory of peer ``name``; an unknown name is answered with the valid ones."""
+    if name not in _PEERS:
+        raise RegistryError(f"unknown peer {name!r}; valid peers: {', '.join(peers())}")
+    return _PEERS[name][0]
+
+
+def peers() -> list[str]:
+    """Registered peer names."""
+    return list(_PEERS)
+
+
+register_peer("jax-jacfwd", _jax_peer("fwd"), "bench")
+register_peer("jax-jacrev", _jax_peer("rev"), "bench")
+register_peer("torch-jacfwd", _torch_peer("fwd"), "bench")
+register_peer("torch-jacrev", _torch_peer("rev"), "bench")
+
+
+# =========================================================================== roofline
+_PEAKS: dict[str, dict[str, float]] = {}
+
+
+def machine_peaks(*, quick: bool = False) -> dict[str, float]:
+    """This machine's measured peaks (cached per process).
+
+    * ``flops``: float64 operations per second of a BLAS matrix product
+      (``2·n³`` flops; all cores, vectorized FMA: the arithmetic ceiling);
+    * ``calls``: scalar libm calls per second (``exp``, ``sin``, ``log``,
+      ``sqrt`` mixed) in a Numba ``prange`` loop on all cores, when Numba is
+      installed (else estimated as ``flops / 20``);
+    * ``bandwidth``: bytes per second of a large array copy (read + write).
+
+    Parameters
+    ----------
+    quick : bool
+        Small problem sizes (for tests; less accurate).
+    """
+    key = "quick" if quick else "full"
+    if key in _PEAKS:
+        return dict(_PEAKS[key])
+    n = 256 if quick else 2048
+    a = np.random.default_rng(0).standard_normal((n, n))
+    seconds = time_call(lambda: a @ a, repeat=3)
+    flops = 2.0 * n**3 / seconds
+    size = (1 << 20) if quick else (1 << 26)  # 8 MiB or 512 MiB of float64
+    src = np.ones(size // 8)
+    dst = np.empty_like(src)
+    seconds = time_call(lambda: np.copyto(dst, src), repeat=3)
+    bandwidth = 2.0 * src.nbytes / seconds
+    calls = flops / 20.0
+    try:
+        calls = _call_rate(quick)
+    except ImportError:
+        pass
+    _PEAKS[key] = {"flops": flops, "calls": calls, "bandwidth": bandwidth}
+    return dict(_PEAKS[key])
+
+
+def _call_rate(quick: bool) -> float:
+    numba = require_extra("numba", "cpu")
+    source = (
+        "def calls(x, out):\n"
+        "    for i in prange(x.shape[0]):\n"
+        "        v = x[i]\n"
+        "        out[i] = math.exp(v) + math.sin(v) + math.log(v + 2.0) + math.sqrt(v + 1.0)\n"
+    )
+    namespace: dict[str, Any] = {"math": math, "prange": numba.prange}
+    exec(source, namespace)  # noqa: S102
+    kernel = numba.njit(parallel=True, error_model="numpy")(namespace["calls"])
+    x = np.random.default_rng(0).uniform(0.0, 1.0, 1 << (16 if quick else 22))
+    out = np.empty_like(x)
+    kernel(x, out)
+    seconds = time_call(lambda: kernel(x, out), repeat=3)
+    return 4.0 * x.size / seconds
+
+
+def roofline_seconds(counts: dict[str, int], n_points: int, peaks: dict[str, float]) -> float:
+    """The time a kernel's work needs at the machine's peaks: the larger of its
+    arithmetic time (``flops / peak flops + calls / peak call rate``) and its
+    memory time (``bytes / bandwidth``), for ``n_points`` points.
+
+    Examples
+    --------
+    >>> roofline_seconds({"flops": 10, "calls": 0, "bytes": 80}, 1000, {"flops": 1e9, "calls": 1e8, "bandwidth": 1e9})
+    8e-05
+    """
+    arithmetic = counts["flops"] / peaks["flops"] + counts["calls"] / peaks["calls"]
+    memory = counts["bytes"] / peaks["bandwidth"]
+    return n_points * max(arithmetic, memory)
+
+
+# =========================================================================== the benchmark
+class Progress:
+    """A one-line progress bar on stderr (no dependency): ``[ 3/12] what``.
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> p = Progress(2, stream=out)
+    >>> p.step("a"); p.step("b"); p.close()
+    >>> out.getvalue().count("[2/2]")
+    1
+    """
+
+    def __init__(self, total: int, *, stream: Any = None, enabled: bool = True) -> None:
+        self.total, self.done = total, 0
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self._width = 0
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = len(str(self.total))
+        filled = int(20 * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (20 - filled)
+        line = f"[{self.done:>{width}}/{self.total}] {bar} {time.perf_counter() - self.start:6.1f}s {what}"
+        pad = max(0, self._width - len(line))
+        self._width = len(line)
+        self.stream.write("\r" + line + " " * pad)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _points(problem: Any, n: int, seed: int) -> np.ndarray:
+    """``n`` valid points: the problem's sample at ``seed`` times N(1, 0.01²)
+    factors, which keeps them in the sampler's domain."""
+    base = problem.sample(seed)
+    rng = np.random.default_rng(seed)
+    return base * rng.normal(1.0, 0.01, (n, base.size))
+
+
+def bench_kernels(
+    problem: str | Any,
+    *,
+    methods: Sequence[str] = ("forward", "reverse", "markowitz"),
+    backends: Sequence[str] = ("numpy", "numba"),
+    peers: Sequence[str] = ("jax-jacfwd", "jax-jacrev", "torch-jacfwd", "torch-jacrev"),
+    sizes: Sequence[int] = (1_000, 100_000),
+    mode: str = "vertex",
+    dtype: str = "float64",
+    repeat: int = 3,
+    seed: int = 0,
+    progress: bool = True,
+    check_points: int = 8,
+    memory_limit: float = 4e9,
+    peaks: dict[str, float] | None = None,
+    min_time: float = 0.0,
+) -> list[dict[str, Any]]:
+    """Jacobians per second of every method × backend and every peer at each size.
+
+    A backend may carry flags for its options: ``"numba+fastmath"`` is the numba
+    backend with ``fastmath=True``.
+
+    Each implementation is built once (compile time recorded separately, not
+    timed), checked against the numpy kernel on ``check_points`` points (the
+    largest absolute deviation is recorded), then timed: best of ``repeat``
+    calls on all ``N`` points.  A missing optional dependency skips its rows
+    (recorded with ``"skipped"``), as does the numpy backend where its
+    columns would pass ``memory_limit`` bytes.
+
+    Returns
+    -------
+    list of dict
+        One row per (implementation, size): ``problem``, ``impl`` (``"numba/markowitz"``,
+        ``"jax-jacfwd"`` ...), ``kind`` (``"kernel"``/``"peer"``), ``backend``, ``method``,
+        ``N``, ``seconds``, ``jacobians_per_s``, ``build_s``, ``max_error``, and for
+        kernels ``mults``, ``skipped``, ``emitted_mults``, ``flops``, ``calls``,
+        ``bytes`` (per point), ``roofline_s``, ``roofline_fraction``.
+    """
+    from jacacc.codegen import compile as compile_kernel
+    from jacacc.problems import get
+
+    prob = get(problem) if isinstance(problem, str) else problem
+    traced = prob.trace()
+    sizes = [int(s) for s in sizes]
+    points = {n: _points(prob, n, seed).astype(dtype) for n in sizes}
+    check = _points(prob, check_points, seed + 1).astype(dtype)
+    reference = compile_kernel(traced, backend="numpy", method="forward", mode=mode, dtype=dtype)(check)
+    scale = max(1.0, float(np.max(np.abs(reference))))
+    if peaks is None:
+        peaks = machine_peaks()
+    jobs: list[tuple[str, str, str | None]] = [("kernel", b, m) for b in backends for m in methods]
+    jobs += [("peer", p, None) for p in peers]
+    bar = Progress(len(jobs) * len(sizes), enabled=progress)
+    rows: list[dict[str, Any]] = []
+    for kind, name, method in jobs:
+        impl = f"{name}/{method}" if kind == "kernel" else name
+        base = {"problem": prob.name, "impl": impl, "kind": kind, "backend": name if kind == "kernel" else None,
+                "method": method, "dtype": dtype}
+        extra: dict[str, Any] = {}
+        try:
+            start = time.perf_counter()
+            if kind == "kernel":
+                backend, *flags = name.split("+")  # "numba+fastmath": backend options given as flags
+                kernel = compile_kernel(traced, backend=backend, method=method, mode=mode, dtype=dtype,
+                                        backend_options={flag: True for flag in flags}).compile()
+                run = kernel.jacobians
+                counts = kernel.operation_counts()
+                extra = {"mults": kernel.mults, "skipped": kernel.skipped, "folded": kernel.folded,
+                         "emitted_mults": kernel.emitted_mults, "flops": counts["flops"],
+                         "calls": counts["calls"], "bytes": counts["bytes"],
+                         "statements": len(kernel.program.statements)}
+                per_point_columns = len(kernel.program.statements) if name == "numpy" else 0
+            else:
+                run = get_peer(name)(traced, dtype)
+                per_point_columns = 0
+            got = np.asarray(run(check))  # also the JIT compile of the peers
+            build = time.perf_counter() - start
+            error = float(np.max(np.abs(got - reference))) / scale if got.size else 0.0
+        except ImportError as exc:
+            for n in sizes:
+                rows.append({**base, "N": n, "skipped": f"missing dependency: {exc}"})
+                bar.step(f"{prob.name} {impl} skipped")
+            continue
+        for n in sizes:
+            bar.step(f"{prob.name} {impl} N={n}")
+            row = {**base, "N": n, "build_s": build, "max_error": error, **extra}
+            if per_point_columns * n * np.dtype(dtype).itemsize > memory_limit:
+                rows.append({**row, "skipped": "numpy columns would exceed the memory limit"})
+                continue
+            X = points[n]
+            run(X)  # warm-up: a JIT peer compiles once per shape
+            seconds = time_call(lambda X=X, run=run: run(X), repeat=repeat, min_time=min_time)
+            row.update(seconds=seconds, jacobians_per_s=n / seconds)
+            if kind == "kernel":
+                row["roofline_s"] = roofline_seconds(extra, n, peaks)
+                row["roofline_fraction"] = row["roofline_s"] / seconds
+            rows.append(row)
+    bar.close()
+    return rows
+
+
+def summarize_kernel_benchmark(rows: list[dict[str, Any]], n: int | None = None) -> list[dict[str, Any]]:
+    """Per problem at size ``n`` (default: the largest): the best kernel per backend,
+    the best JAX and torch peer, and the speed-up of the best numba kernel over
+    the best JAX mode.
+
+    Examples
+    --------
+    >>> rows = [{"problem": "p", "impl": "numba/forward", "kind": "kernel", "backend": "numba", "N": 10,
+    ...          "jacobians_per_s": 100.0}, {"problem": "p", "impl": "jax-jacfwd", "kind": "peer",
+    ...          "backend": None, "N": 10, "jacobians_per_s": 20.0}]
+    >>> summarize_kernel_benchmark(rows)[0]["numba_over_jax"]
+    5.0
+    """
+    timed = [r for r in rows if "jacobians_per_s" in r]
+    if n is None:
+        n = max((r["N"] for r in timed), default=0)
+    out = []
+    for problem in dict.fromkeys(r["problem"] for r in timed):
+        mine = [r for r in timed if r["problem"] == problem and r["N"] == n]
+        best: dict[str, dict[str, Any]] = {}
+        for r in mine:
+            group = r["backend"] if r["kind"] == "kernel" else r["impl"].split("-")[0]
+            if group not in best or r["jacobians_per_s"] > best[group]["jacobians_per_s"]:
+                best[group] = r
+        summary: dict[str, Any] = {"problem": problem, "N": n}
+        for group, r in best.items():
+            summary[group] = {"impl": r["impl"], "jacobians_per_s": r["jacobians_per_s"]}
+        if "numba" in best and "jax" in best:
+            summary["numba_over_jax"] = best["numba"]["jacobians_per_s"] / best["jax"]["jacobians_per_s"]
+        out.append(summary)
+    return out
+
+
+def plot_kernel_benchmark(rows: list[dict[str, Any]], path: str | os.PathLike, n: int | None = None) -> None:
+    """Bar chart: Jacobians per second per problem at size ``n`` for the best kernel
+    per backend and every peer (log scale); matplotlib is imported here (extra ``plot``)."""
+    matplotlib = require_extra("matplotlib", "plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = [r for r in rows if "jacobians_per_s" in r]
+    if n is None:
+        n = max((r["N"] for r in timed), default=0)
+    problems = list(dict.fromkeys(r["problem"] for r in timed))
+    groups: dict[str, dict[str, float]] = {}
+    for r in timed:
+        if r["N"] != n:
+            continue
+        label = f"{r['backend']} (best order)" if r["kind"] == "kernel" else r["impl"]
+        cell = groups.setdefault(label, {})
+        cell[r["problem"]] = max(cell.get(r["problem"], 0.0), r["jacobians_per_s"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(problems) + 2), 4.5))
+    width = 0.8 / max(len(groups), 1)
+    for k, (label, cell) in enumerate(groups.items()):
+        xs = [i + k * width for i in range(len(problems))]
+        ax.bar(xs, [cell.get(p, 0.0) for p in problems], width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(problems))])
+    ax.set_xticklabels(problems, rotation=30, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"Jacobians per second at N = {n}")
+    ax.set_title("jacacc kernels vs JAX and PyTorch (per-point Jacobians)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -2,7 +2,9 @@
 
 ``jacacc optimize GRAPH.json`` finds an elimination order and prints it with
 its multiplication count beside forward and reverse mode; ``jacacc methods``
-lists the registered order methods; ``jacacc demo`` runs the built-in example.
+lists the registered order methods; ``jacacc demo`` runs the built-in example;
+``jacacc compile`` prints a generated Jacobian kernel and ``jacacc bench``
+times kernels against JAX and PyTorch.
 Errors are one line on stderr and exit status 2.
 """
 
@@ -65,7 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="markowitz",
         help=f"order method ({known}); default: markowitz",
     )
-    opt.add_argument("--seed", type=int, default=None, help="seed for randomized methods (random)")
+    opt.add_argument("--seed", type=int, default=None, help="seed for randomized methods (random, anneal, cpsat)")
+    opt.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                     help="time limit of a search method (anneal, cpsat, optimal; default 10 s, "
+                     "optimal: until proven)")
+    opt.add_argument("--workers", type=int, default=None, help="CP-SAT search workers (cpsat, optimal)")
+    opt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show a search's progress (best, bound, elapsed) on stderr; "
+                     "default: when stderr is a terminal")
     opt.add_argument(
         "--json",
         action="store_true",
@@ -80,16 +89,107 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="run the built-in example end to end",
                    description="Trace a built-in function, optimize it with every method, verify the Jacobian.")
+    _add_kernel_commands(sub)
     return parser
+
+
+def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
+    """The ``compile`` and ``bench`` subcommands (compiled Jacobian kernels)."""
+    from jacacc.codegen import backends
+
+    comp = sub.add_parser(
+        "compile",
+        help="print (or write) the Jacobian kernel generated for a graph or zoo problem",
+        description=(
+            "Generate the straight-line Jacobian kernel of a zoo problem (traced) or a graph file "
+            "(numeric partials) for one backend and elimination order, and print its source. "
+            "The counts (mults, skipped multiplications by structural 0/±1) go to stderr."
+        ),
+    )
+    comp.add_argument("target", metavar="GRAPH_OR_PROBLEM", help="a zoo problem name or a JSON graph file")
+    comp.add_argument("--backend", default="numba", help=f"{' | '.join(backends())} (default: numba)")
+    comp.add_argument("--method", default="markowitz", help="order method (default: markowitz)")
+    comp.add_argument("--mode", default="vertex", help="elimination mode (default: vertex)")
+    comp.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    comp.add_argument("--max-statements", type=int, default=None,
+                      help="numba: split programs longer than this into parts")
+    comp.add_argument("-o", "--output", default=None, help="write the source to this file instead of stdout")
+
+    bench = sub.add_parser(
+        "bench",
+        help="Jacobians per second of compiled kernels next to JAX and PyTorch",
+        description=(
+            "Time every method x backend kernel of a zoo problem and the peers (JAX jit(vmap(jacfwd)) and "
+            "jit(vmap(jacrev)), torch.func vmap(jacfwd) and vmap(jacrev); per-point Jacobians) at each batch "
+            "size, with the roofline estimate of each kernel; writes a JSON record and a figure on request."
+        ),
+    )
+    bench.add_argument("problem", metavar="PROBLEM", help="a zoo function problem (see jacacc.problems.names())")
+    bench.add_argument("--methods", nargs="+", default=["forward", "reverse", "markowitz"])
+    bench.add_argument("--backends", nargs="+", default=["numpy", "numba"],
+                       help="backends; 'numba+fastmath' passes fastmath=True (default: numpy numba)")
+    bench.add_argument("--peers", nargs="*", default=None,
+                       help="peers (default: jax-jacfwd jax-jacrev torch-jacfwd torch-jacrev); none: --peers")
+    bench.add_argument("--sizes", nargs="+", type=int, default=[1_000, 100_000])
+    bench.add_argument("--mode", default="vertex")
+    bench.add_argument("--repeat", type=int, default=3)
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--json", default=None, metavar="PATH", help="write the record here")
+    bench.add_argument("--figure", default=None, metavar="PATH", help="write the bar chart here (needs matplotlib)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.add_argument("--quick-peaks", action="store_true", help="measure the machine's peaks on small sizes")
 
 
 def _baselines(graph: CompGraph, mode: str) -> dict[str, Plan]:
     return {name: optimize(graph, mode=mode, method=name) for name in BASELINES if name in methods(mode)}
 
 
+def _search_options(args: argparse.Namespace) -> dict:
+    """``time_limit``, ``workers`` and a ``progress`` printer for the search methods that take them."""
+    options = {}
+    if args.time_limit is not None:
+        options["time_limit"] = args.time_limit
+    if args.workers is not None:
+        options["workers"] = args.workers
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    if show and _takes_progress(args.mode, args.method):
+        options["progress"] = _ProgressPrinter()
+    return options
+
+
+def _takes_progress(mode: str, method: str) -> bool:
+    import inspect
+
+    from jacacc.orders import get_method
+
+    try:
+        return "progress" in inspect.signature(get_method(method, mode)).parameters
+    except (JacaccError, TypeError, ValueError):
+        return False
+
+
+class _ProgressPrinter:
+    """Prints a search's progress reports to stderr: every new best, bounds at most twice a second."""
+
+    def __init__(self) -> None:
+        self.best = None
+        self.last = -1.0
+
+    def __call__(self, report) -> None:
+        improved = report.best is not None and report.best != self.best
+        if report.best is not None:
+            self.best = report.best
+        proven = report.bound is not None and report.bound == self.best
+        if improved or proven or report.elapsed - self.last >= 0.5:
+            self.last = report.elapsed
+            bound = "-" if report.bound is None else report.bound
+            print(f"[{report.method}] {report.elapsed:8.2f} s  best {self.best}  bound {bound}",
+                  file=sys.stderr, flush=True)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     graph = CompGraph.from_json(args.graph)
-    plan = optimize(graph, mode=args.mode, method=args.method, seed=args.seed)
+    plan = optimize(graph, mode=args.mode, method=args.method, seed=args.seed, **_search_options(args))
     baselines = _baselines(graph, args.mode)
     if args.json:
         record = plan.to_record()
@@ -112,6 +212,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(f"order   {' '.join(plan.order_strings()) or '(no intermediates)'}")
     optimal = {True: "yes", False: "no", None: "unknown"}[plan.optimal]
     print(f"optimal {optimal} (lower bound {plan.lower_bound})")
+    if plan.search is not None:
+        info = plan.search
+        gap = "" if info.gap is None else f", gap {100 * info.gap:.1f} %"
+        print(f"search  {info.status} ({info.solver}): objective {info.objective}, bound {info.best_bound}{gap}, "
+              f"{info.wall_time:.2f} s")
     print()
     rows = [(plan.method, plan)] + [(n, p) for n, p in baselines.items() if n != plan.method]
     width = max(len(n) for n, _ in rows)
@@ -133,12 +238,87 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main()
 
 
+def cmd_compile(args: argparse.Namespace) -> int:
+    import os
+
+    from jacacc.codegen import compile as compile_kernel
+    from jacacc.problems import get, names
+
+    if args.target in names():
+        target = get(args.target)
+        if target.kind != "function":
+            target = target.graph()
+    elif os.path.exists(args.target):
+        target = CompGraph.from_json(args.target)
+    else:
+        raise JacaccError(f"{args.target!r} is neither a zoo problem nor a graph file; problems: {', '.join(names())}")
+    options = {} if args.max_statements is None else {"max_statements": args.max_statements}
+    kernel = compile_kernel(target, backend=args.backend, method=args.method, mode=args.mode, dtype=args.dtype,
+                            backend_options=options)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(kernel.source)
+    else:
+        sys.stdout.write(kernel.source)
+    print(
+        f"jacacc: {args.backend} kernel, {args.mode}/{args.method}: mults {kernel.mults} "
+        f"(skipped {kernel.skipped} by structural 0/±1, folded {kernel.folded}, emitted {kernel.emitted_mults}), "
+        f"{len(kernel.program.statements)} statements" + (f", written to {args.output}" if args.output else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from jacacc.bench import (
+        bench_kernels,
+        machine_peaks,
+        plot_kernel_benchmark,
+        summarize_kernel_benchmark,
+        write_record,
+    )
+    from jacacc.bench import peers as peer_names
+    from jacacc.problems import get
+
+    problem = get(args.problem)
+    if problem.kind != "function":
+        raise JacaccError(f"problem {args.problem!r} is a graph; bench needs a function problem")
+    peers = peer_names() if args.peers is None else args.peers
+    peaks = machine_peaks(quick=args.quick_peaks)
+    rows = bench_kernels(problem, methods=args.methods, backends=args.backends, peers=peers, sizes=args.sizes,
+                         mode=args.mode, repeat=args.repeat, seed=args.seed, progress=not args.no_progress,
+                         peaks=peaks)
+    print(f"{problem.name}: {problem.n_inputs} inputs, {problem.n_outputs} outputs; peaks "
+          f"{peaks['flops'] / 1e9:.1f} GFLOP/s, {peaks['calls'] / 1e9:.2f} G calls/s, "
+          f"{peaks['bandwidth'] / 1e9:.1f} GB/s")
+    width = max(len(r["impl"]) for r in rows)
+    print(f"{'implementation':<{width}}  {'N':>8}  {'Jacobians/s':>12}  {'build s':>8}  {'mults':>6}  "
+          f"{'skipped':>7}  {'roofline':>8}")
+    for r in rows:
+        if "skipped" in r and "seconds" not in r and isinstance(r["skipped"], str):
+            print(f"{r['impl']:<{width}}  {r['N']:>8}  skipped: {r['skipped']}")
+            continue
+        roof = f"{r['roofline_fraction']:.0%}" if "roofline_fraction" in r else "-"
+        print(f"{r['impl']:<{width}}  {r['N']:>8}  {r['jacobians_per_s']:>12.4g}  {r['build_s']:>8.2f}  "
+              f"{r.get('mults', '-'):>6}  {r.get('skipped', '-'):>7}  {roof:>8}")
+    summary = summarize_kernel_benchmark(rows)
+    if args.json:
+        write_record(args.json, "kernel_benchmark", {"rows": rows, "summary": summary, "peaks": peaks},
+                     parameters={"problem": problem.name, "methods": args.methods, "backends": args.backends,
+                                 "peers": peers, "sizes": args.sizes, "mode": args.mode, "repeat": args.repeat},
+                     seed=args.seed)
+    if args.figure:
+        plot_kernel_benchmark(rows, args.figure)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.error("no command given; choose one of: optimize, methods, demo")
-    handler = {"optimize": cmd_optimize, "methods": cmd_methods, "demo": cmd_demo}[args.command]
+        parser.error("no command given; choose one of: optimize, methods, demo, compile, bench")
+    handler = {"optimize": cmd_optimize, "methods": cmd_methods, "demo": cmd_demo,
+               "compile": cmd_compile, "bench": cmd_bench}[args.command]
     try:
         return handler(args)
     except JacaccError as exc:

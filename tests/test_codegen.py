@@ -1,0 +1,281 @@
+"""Code generation: every backend's Jacobians against the numpy reference, the dense chain
+rule and finite differences; structural-constant skipping; CUDA source; registry and cache."""
+
+from __future__ import annotations
+
+import linecache
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jacacc
+from jacacc.codegen import backends, clear_cache, get_backend, lower, register_backend
+from jacacc.codegen.cupy_ import CupyBackend
+from jacacc.codegen.numpy_ import NumpyBackend
+from jacacc.errors import GraphError, MissingExtraError, RegistryError
+from jacacc.expr import Apply, Const
+from jacacc.problems import get
+from jacacc.verify import central_differences
+
+
+def _shared(x):
+    # shared subexpressions (s used four times), constants, a constant output, an input as output
+    s = np.sin(x[0] * x[1]) + 2.0
+    t = s * s / (1.0 + x[2] ** 2)
+    return [t * s, np.sqrt(t) - 3.0 * s, 7.0, x[1], s]
+
+
+def _piecewise(x):
+    # Iverson brackets, abs, a zero partial (x - x style), pow with a traced exponent, erf, arctan2, hypot
+    a = np.maximum(x[0], x[1]) * np.abs(x[2])
+    b = (x[0] + x[1]) - x[1]
+    c = np.hypot(x[0], x[2]) ** x[1] + np.arctan2(x[1], x[0])
+    from scipy.special import erf
+
+    return [a + b * c, np.minimum(a, 0.5) - erf(x[2]), np.exp(-c) * np.tanh(b)]
+
+
+FUNCTIONS = {
+    "shared": (_shared, 3, lambda rng: rng.uniform(0.5, 1.5, 3)),
+    "piecewise": (_piecewise, 3, lambda rng: rng.uniform(0.5, 1.5, 3) * np.array([1.0, -1.0, 1.0])),
+    "RoeFlux_1d": (None, None, None),
+    "BlackScholes": (None, None, None),
+    "RobotArm_6DOF": (None, None, None),
+}
+
+
+def _traced_and_points(name: str, n_points: int = 5):
+    fn, n, sampler = FUNCTIONS[name]
+    if fn is None:
+        p = get(name)
+        traced = p.trace()
+        X = np.stack([p.sample(s) for s in range(n_points)])
+    else:
+        traced = jacacc.trace(fn, n, unpack=False)
+        rng = np.random.default_rng(1)
+        X = np.stack([sampler(rng) for _ in range(n_points)])
+    return traced, X
+
+
+@pytest.fixture(scope="module", params=list(FUNCTIONS))
+def case(request):
+    traced, X = _traced_and_points(request.param)
+    return request.param, traced, X
+
+
+# ------------------------------------------------------------------ numpy reference
+@pytest.mark.parametrize(
+    "mode, method",
+    [("vertex", "forward"), ("vertex", "reverse"), ("vertex", "markowitz"), ("vertex", "min_fill"),
+     ("edge", "markowitz"), ("face", "greedy"), ("face", "vertex_markowitz")],
+)
+def test_numpy_kernel_matches_chain_rule_and_finite_differences(case, mode, method):
+    name, traced, X = case
+    if mode == "face" and traced.graph.n_edges > 150:
+        pytest.skip("face elimination of a big graph: slow, covered by the small functions")
+    k = jacacc.compile(traced, backend="numpy", method=method, mode=mode)
+    V, J = k.values_and_jacobians(X)
+    np.testing.assert_allclose(V, traced.values(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(J, traced.reference_jacobian(X), rtol=1e-10, atol=1e-10)
+    fd = central_differences(traced.values, X[0])
+    np.testing.assert_allclose(J[0], fd, rtol=1e-5, atol=1e-5)
+    assert k.skipped + k.folded + k.emitted_mults == k.mults
+
+
+def test_no_multiplication_by_structural_unit_or_zero(case):
+    _, traced, _ = case
+    for method in ("forward", "reverse", "markowitz"):
+        prog = jacacc.compile(traced, backend="numpy", method=method).program
+        for s in prog.statements:
+            if s.phase == "accumulate" and isinstance(s.expr, Apply) and s.expr.fn == "mul":
+                assert not any(isinstance(a, Const) and a.value in (0.0, 1.0, -1.0) for a in s.expr.args), s
+        assert sum(s.phase == "accumulate" and s.expr.fn == "mul" for s in prog.statements) <= prog.emitted_mults
+
+
+def test_skipped_counts_on_a_known_function():
+    f = jacacc.trace(lambda a, b: (a + b) * (a - b), 2)
+    k = jacacc.compile(f, backend="numpy", method="forward")
+    # forward: the four products multiply the partials 1, 1, 1, -1 of a+b and a-b
+    assert (k.mults, k.skipped, k.folded, k.emitted_mults) == (4, 4, 0, 0)
+    np.testing.assert_allclose(k(np.array([[3.0, 2.0]])), [[[6.0, -4.0]]])
+    g = jacacc.trace(lambda x: 2.0 * (3.0 * x[0]) * x[1], 2)
+    kg = jacacc.compile(g, backend="numpy", method="forward")
+    assert kg.folded >= 1 and kg.skipped + kg.folded + kg.emitted_mults == kg.mults
+    np.testing.assert_allclose(kg(np.array([[1.0, 2.0]])), [[[12.0, 6.0]]])
+
+
+def test_single_point_shapes_float32_and_bad_input():
+    traced, X = _traced_and_points("shared")
+    k = jacacc.compile(traced, backend="numpy")
+    V, J = k.values_and_jacobians(X[0])
+    assert V.shape == (5,) and J.shape == (5, 3)
+    k32 = jacacc.compile(traced, backend="numpy", dtype="float32")
+    assert k32 is not k and k32(X).dtype == np.float32
+    np.testing.assert_allclose(k32(X), k(X), rtol=1e-4, atol=1e-4)
+    with pytest.raises(GraphError, match=r"shape \(N, 3\)"):
+        k(np.ones((2, 4)))
+
+
+def test_numeric_graph_gives_a_constant_jacobian_and_nan_values():
+    g = jacacc.CompGraph.from_json("docs/examples/small.json")
+    k = jacacc.compile(g, backend="numpy")
+    V, J = k.values_and_jacobians(np.zeros((2, 2)))
+    assert np.isnan(V).all()
+    np.testing.assert_allclose(J[1], jacacc.reference_jacobian(g))
+
+
+def test_symbolic_graph_without_primal_is_refused():
+    g = jacacc.CompGraph.from_json("docs/examples/roeflux_1d.json")
+    with pytest.raises(GraphError, match="no primal program"):
+        jacacc.compile(g, backend="numpy")
+
+
+# ------------------------------------------------------------------ registry, cache, source
+def test_registry_errors_and_cache():
+    assert {"numpy", "numba", "cupy"} <= set(backends())
+    with pytest.raises(RegistryError, match="valid backends: .*numba"):
+        jacacc.compile(jacacc.trace(lambda a: a * a, 1), backend="fortran")
+    with pytest.raises(RegistryError, match="already registered"):
+        register_backend("numpy", NumpyBackend)
+    f = jacacc.trace(lambda a: a * a, 1)
+    with pytest.raises(RegistryError, match="dtype"):
+        jacacc.compile(f, backend="numpy", dtype="int32")
+    k1 = jacacc.compile(f, backend="numpy")
+    assert jacacc.compile(jacacc.trace(lambda b: b * b, 1), backend="numpy") is k1  # same graph fingerprint
+    assert jacacc.compile(f, backend="numpy", cache=False) is not k1
+    clear_cache()
+    assert jacacc.compile(f, backend="numpy") is not k1
+    assert isinstance(get_backend(CupyBackend), CupyBackend)
+
+
+def test_generated_source_is_kept_and_registered_with_linecache():
+    f = jacacc.trace(lambda a, b: np.log(a) * b, 2)
+    k = jacacc.compile(f, backend="numpy", method="reverse")
+    assert "np.log(x0)" in k.source and "def kernel(X)" in k.source
+    k(np.array([[1.0, 2.0]]))
+    names = [n for n in linecache.cache if n.startswith("<jacacc-kernel-numpy")]
+    assert any("np.log(x0)" in "".join(linecache.cache[n][2]) for n in names)
+    assert "skipped" in repr(k)
+
+
+def test_import_jacacc_imports_no_heavy_dependency():
+    code = (
+        "import sys, jacacc, jacacc.codegen, jacacc.bench; "
+        "heavy = [m for m in ('numba', 'cupy', 'jax', 'torch', 'matplotlib') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------ numba
+@pytest.fixture(scope="module")
+def numba_kernels():
+    pytest.importorskip("numba")
+    out = {}
+    for name in ("shared", "piecewise", "RoeFlux_1d", "BlackScholes"):
+        traced, X = _traced_and_points(name)
+        out[name] = (traced, X, jacacc.compile(traced, backend="numba", method="markowitz").compile())
+    return out
+
+
+@pytest.mark.parametrize("name", ["shared", "piecewise", "RoeFlux_1d", "BlackScholes"])
+def test_numba_kernel_matches_numpy_reference_and_finite_differences(numba_kernels, name):
+    traced, X, k = numba_kernels[name]
+    V, J = k.values_and_jacobians(X)
+    ref = jacacc.compile(traced, backend="numpy", method="markowitz")
+    Vr, Jr = ref.values_and_jacobians(X)
+    np.testing.assert_allclose(V, Vr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(J, Jr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(J[0], central_differences(traced.values, X[0]), rtol=1e-5, atol=1e-5)
+    assert k.compile_time is not None and "prange" in k.source
+
+
+def test_numba_split_parts_and_float32():
+    pytest.importorskip("numba")
+    traced, X = _traced_and_points("RoeFlux_1d")
+    split = jacacc.compile(traced, backend="numba", method="reverse", backend_options={"max_statements": 150})
+    assert "kernel_part2" in split.source and "w = np.empty" in split.source
+    np.testing.assert_allclose(split(X), traced.reference_jacobian(X), rtol=1e-10, atol=1e-10)
+    k32 = jacacc.compile(traced, backend="numba", method="reverse", dtype="float32",
+                         backend_options={"max_statements": 150})
+    J32 = k32(X)
+    assert J32.dtype == np.float32
+    np.testing.assert_allclose(J32, traced.reference_jacobian(X), rtol=2e-3, atol=2e-3)
+
+
+# ------------------------------------------------------------------ cupy / CUDA
+def _cuda_sources():
+    out = []
+    for name in ("shared", "piecewise", "RoeFlux_1d"):
+        traced, _ = _traced_and_points(name)
+        prog = lower(traced.graph, jacacc.optimize(traced.graph, method="markowitz").schedule)
+        for dtype in ("float64", "float32"):
+            out.append((name, dtype, CupyBackend().generate(prog, dtype)))
+    return out
+
+
+def test_cuda_source_is_generated_without_cupy():
+    for _, dtype, src in _cuda_sources():
+        assert 'extern "C" __global__ void jacacc_kernel' in src
+        assert ("typedef float real;" in src) == (dtype == "float32")
+        if dtype == "float32":
+            assert "1.0f" in src or "2.0f" in src
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_source_compiles_with_nvcc(tmp_path):
+    for name, dtype, src in _cuda_sources():
+        path = tmp_path / f"{name}_{dtype}.cu"
+        path.write_text(src)
+        subprocess.run(["nvcc", "--ptx", "-o", str(tmp_path / f"{name}_{dtype}.ptx"), str(path)], check=True)
+
+
+def test_cupy_backend_without_cupy_names_the_extra():
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        k = jacacc.compile(jacacc.trace(lambda a: a * a, 1), backend="cupy")
+        assert "jacacc_kernel" in k.source
+        with pytest.raises(MissingExtraError, match=r"jacacc\[gpu\]"):
+            k(np.ones((2, 1)))
+    else:  # pragma: no cover - a CUDA machine
+        pytest.skip("cupy is installed")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cupy_kernel_matches_numpy_reference(dtype):
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except cp.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no GPU")
+    tol = 1e-10 if dtype == "float64" else 2e-3
+    for name in ("shared", "piecewise", "RoeFlux_1d", "BlackScholes"):
+        traced, X = _traced_and_points(name)
+        k = jacacc.compile(traced, backend="cupy", method="markowitz", dtype=dtype)
+        V, J = k.values_and_jacobians(X)
+        Vr, Jr = jacacc.compile(traced, backend="numpy", method="markowitz").values_and_jacobians(X)
+        np.testing.assert_allclose(J, Jr, rtol=tol, atol=tol)
+        np.testing.assert_allclose(V, Vr, rtol=tol, atol=tol)
+        Vd, Jd = k.values_and_jacobians(cp.asarray(X, dtype=dtype))
+        np.testing.assert_allclose(cp.asnumpy(Jd), Jr, rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_compile_prints_and_writes_source(tmp_path, capsys):
+    from jacacc.cli import main
+
+    assert main(["compile", "BlackScholes", "--backend", "cupy", "--method", "reverse"]) == 0
+    out, err = capsys.readouterr()
+    assert "__global__" in out and "skipped" in err
+    path = tmp_path / "k.py"
+    assert main(["compile", "docs/examples/small.json", "--backend", "numpy", "-o", str(path)]) == 0
+    assert "def kernel(X)" in path.read_text()
+    assert main(["compile", "nope", "--backend", "numpy"]) == 2
+    assert main(["compile", "BlackScholes", "--backend", "fortran"]) == 2
+    assert "valid backends" in capsys.readouterr().err
