@@ -36,6 +36,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/compare_methods.py
 	$(PY) experiments/heuristic_runtime.py
 	$(PY) experiments/structure_methods.py
+	$(PY) experiments/realize_expressions.py
 	$(PY) experiments/search_benchmark.py
 	$(PY) experiments/dual_graph_figure.py
 	$(PY) experiments/kernel_benchmark.py

@@ -32,8 +32,13 @@ is one the expressions still need, and never a face that a still-needed
 product depends on in the sense above (the dynamic form of the dependency
 relation: a face ``vB|vA`` waits while a needed product ``A * R'`` has
 ``B`` at the later end of ``R' ≠ B``, or a needed ``L' * B`` has ``A`` at
-the earlier end of ``L' ≠ A``).  Among the eligible faces the innermost
-(smallest) product goes first.  When every face is eliminated this way the
+the earlier end of ``L' ≠ A``).  Among the eligible faces, the one whose
+product comes first in the expressions' calculation order goes first (the
+paper: "eliminate edges in line-graph in the same order as the calculation
+order"; references in definition order, then the entries, each product after
+its operands).  An absorption or merge that forms a sum no expression
+contains a part of is a dead end; the search backtracks from dead ends and
+remembers the states it has searched.  When every face is eliminated this way the
 sequence's multiplications are at most the expressions' (each needed product
 is made once); when no eligible face is left before the end — the
 expressions need a product the dual graph cannot form without breaking a
@@ -65,6 +70,7 @@ import networkx as nx
 from jacacc.eliminate.face import FaceGraph, FaceStep
 from jacacc.expressions import Expr, ExpressionError, ExpressionSet, Leaf, Mul, Ref, Sum
 from jacacc.graph import CompGraph, as_graph
+from jacacc.linegraph import Terminal
 
 __all__ = [
     "Realization",
@@ -272,9 +278,9 @@ def _expression_values(
         sums.add(total)
         return total
 
-    entries = {key: value(tree) for key, tree in exprs.entries.items()}
-    for name in exprs.references:
+    for name in exprs.references:  # definition order is a calculation order
         value(Ref(name))
+    entries = {key: value(tree) for key, tree in exprs.entries.items()}
     return needed, entries, sums
 
 
@@ -343,8 +349,8 @@ def realize(
 ) -> Realization:
     """A face elimination sequence computing exactly the products of ``exprs`` (Proposition 1).
 
-    Depth-first over the eligible faces (module docstring), innermost product
-    first, backtracking from dead ends; gives up after ``max_steps`` face
+    Depth-first over the eligible faces (module docstring), in the expressions'
+    calculation order, backtracking from dead ends; gives up after ``max_steps`` face
     eliminations tried in all.  The first branch is the greedy construction, so
     an expression set that the greedy order realizes costs one pass.
 
@@ -388,6 +394,9 @@ class _Search:
     def __init__(self, values: _Values, remaining: Counter[int], entries: dict, sums: set[int],
                  max_steps: int) -> None:
         self.values = values
+        # the expressions' calculation order (products in the order they are first written,
+        # inner before outer): the paper's "same order as the calculation order"
+        self.position = {p: i for i, p in enumerate(remaining)}
         self.sums_with: dict[int, set[int]] = defaultdict(set)  # term -> the expressions' sums holding it
         for total in sums:
             for term in values.args[total]:
@@ -400,9 +409,11 @@ class _Search:
         self.deepest: list[FaceStep] = []
         self.missing_at_deepest = sum(remaining.values())
         self.reason = ""
+        self.made = 0  # an order-free fingerprint of the products made so far (xor of their hashes)
+        self.dead: set[tuple[int, frozenset]] = set()  # states already searched without success
 
     def eligible(self, state: FaceGraph, tracker: _ValueTracker) -> tuple[list[FaceStep], int, int]:
-        """Eligible faces (innermost product first), the faces left, and how many wait on a dependency."""
+        """Eligible faces (calculation order), the faces left, and how many wait on a dependency."""
         values, scored, blocked, n_faces = self.values, [], 0, 0
         for step in state.intermediate_faces():
             n_faces += 1
@@ -413,7 +424,7 @@ class _Search:
             if self.waits(a_value, b_value):
                 blocked += 1
                 continue
-            scored.append((values.size[product], len(scored), step))
+            scored.append((self.position[product], len(scored), step))
         scored.sort(key=lambda t: t[:2])
         return [step for _, _, step in scored], n_faces, blocked
 
@@ -465,11 +476,16 @@ class _Search:
             if not all(self.partial(v) for v in child_tracker.written):
                 continue  # an absorption or merge formed a sum the expressions never build
             product = child_tracker.last_product
-            self.remaining[product] -= 1
-            found = self.run(child, child_tracker, [*order, step])
-            if found is not None:
-                return found
-            self.remaining[product] += 1
+            self.made ^= hash(("made", product))
+            key = (self.made, _state_key(child, child_tracker))
+            if key not in self.dead:  # another order of the same eliminations failed from here
+                self.remaining[product] -= 1
+                found = self.run(child, child_tracker, [*order, step])
+                if found is not None:
+                    return found
+                self.remaining[product] += 1
+                self.dead.add(key)
+            self.made ^= hash(("made", product))
         return None
 
     def _note(self, order: list[FaceStep], reason: str) -> None:
@@ -509,6 +525,15 @@ def _pending(values: _Values, remaining: Counter[int], v: int, end: int, side: s
             return True
         return any(_pending(values, remaining, t, end, side) for t in args if end in values.ends(t, side))
     return False
+
+
+def _state_key(state: FaceGraph, tracker: _ValueTracker) -> frozenset:
+    """The dual graph up to the names of fill-in vertices: each vertex's value with its
+    successors' values (terminals stand for themselves)."""
+    def name(v: Any) -> Any:
+        return tracker.of.get(v, v) if not isinstance(v, Terminal) else v
+
+    return frozenset((name(v), frozenset(Counter(name(s) for s in out).items())) for v, out in state.succs.items())
 
 
 def _entry_value(state: FaceGraph, tracker: _ValueTracker, key: tuple[Any, Any]) -> int | None:

@@ -131,3 +131,17 @@ def test_structure_comparison_checks_and_records_every_method(tmp_path):
         assert r["max_rel_error"] <= 1e-9
     assert record["results"]["geomean_vs_markowitz"]["zoo"]["markowitz"] == 1.0
     assert (figures / "structure_methods.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_realization_experiment_replays_every_realized_sequence(tmp_path):
+    script = load_script("realize_expressions")
+    assert script.main(["--graphs", "2", "--max-steps", "2000", "--out", str(tmp_path)]) == 0
+    record = read_record(tmp_path / "realize_expressions.json")
+    rows = record["results"]["rows"]
+    assert len(rows) == 2 * len(script.METHODS)
+    summary = record["results"]["summary"]
+    for mode, method in script.METHODS:
+        entry = summary[f"{mode}:{method}"]
+        assert entry["graphs"] == 2 and entry["same_count"] <= entry["realized"] <= 2
+    # vertex orders are always realized with their own count
+    assert summary["vertex:markowitz"]["same_count"] == 2
