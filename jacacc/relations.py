@@ -38,7 +38,10 @@ paper: "eliminate edges in line-graph in the same order as the calculation
 order"; references in definition order, then the entries, each product after
 its operands).  An absorption or merge that forms a sum no expression
 contains a part of is a dead end; the search backtracks from dead ends and
-remembers the states it has searched.  When every face is eliminated this way the
+remembers the states it has searched.  The budget is split among restarts
+with other priorities (innermost product first, then seeded random orders):
+dead ends are met early or not at all, so many short searches find far more
+sequences than one long one.  When every face is eliminated this way the
 sequence's multiplications are at most the expressions' (each needed product
 is made once); when no eligible face is left before the end — the
 expressions need a product the dual graph cannot form without breaking a
@@ -66,6 +69,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from jacacc.eliminate.face import FaceGraph, FaceStep
 from jacacc.expressions import Expr, ExpressionError, ExpressionSet, Leaf, Mul, Ref, Sum
@@ -80,6 +84,8 @@ __all__ = [
     "multiplication_relations",
     "realize",
 ]
+
+RANDOM_RESTARTS = 38  # searches with a seeded random priority after the two systematic ones
 
 Atom = Leaf | Ref
 Face = tuple[Atom, Atom]  # (earlier factor, later factor)
@@ -378,25 +384,35 @@ def realize(
         raise ExpressionError("the graph's edges differ from the expression set's (same order required)")
     values = _Values()
     needed, entries, sums = _expression_values(exprs, values)
-    search = _Search(values, Counter({p: 1 for p in needed}), entries, sums, max_steps)
-    tracker = _ValueTracker(values, g)
-    found = search.run(FaceGraph(g, tracker, rule=rule), tracker, [])
-    if found is not None:
-        return Realization(True, tuple(found), len(found), sum(search.remaining.values()))
-    order = search.deepest
-    reason = search.reason if search.steps <= max_steps else f"search budget of {max_steps} steps spent"
-    return Realization(False, tuple(order), len(order), search.missing_at_deepest, reason)
+    calculation = list(needed)  # products in the order they are first written
+    rng = np.random.default_rng(0)
+    priorities = [calculation, sorted(calculation, key=values.size.__getitem__)]
+    priorities += [list(rng.permutation(calculation)) for _ in range(RANDOM_RESTARTS)]
+    deepest: _Search | None = None
+    for priority in priorities:  # restarts share the budget
+        search = _Search(values, Counter({p: 1 for p in calculation}), entries, sums,
+                         max(1, max_steps // len(priorities)), priority)
+        tracker = _ValueTracker(values, g)
+        found = search.run(FaceGraph(g, tracker, rule=rule), tracker, [])
+        if found is not None:
+            return Realization(True, tuple(found), len(found), sum(search.remaining.values()))
+        if deepest is None or len(search.deepest) > len(deepest.deepest):
+            deepest = search
+    assert deepest is not None
+    spent = deepest.steps > deepest.max_steps
+    reason = f"search budget of {max_steps} steps spent" if spent else deepest.reason
+    return Realization(False, tuple(deepest.deepest), len(deepest.deepest), deepest.missing_at_deepest, reason)
 
 
 class _Search:
     """Depth-first construction of :func:`realize`, with undo of the product counts."""
 
     def __init__(self, values: _Values, remaining: Counter[int], entries: dict, sums: set[int],
-                 max_steps: int) -> None:
+                 max_steps: int, priority: list[int]) -> None:
         self.values = values
         # the expressions' calculation order (products in the order they are first written,
         # inner before outer): the paper's "same order as the calculation order"
-        self.position = {p: i for i, p in enumerate(remaining)}
+        self.position = {p: i for i, p in enumerate(priority)}
         self.sums_with: dict[int, set[int]] = defaultdict(set)  # term -> the expressions' sums holding it
         for total in sums:
             for term in values.args[total]:
