@@ -197,13 +197,90 @@ def test_numba_split_parts_and_float32():
     pytest.importorskip("numba")
     traced, X = _traced_and_points("RoeFlux_1d")
     split = jacacc.compile(traced, backend="numba", method="reverse", backend_options={"max_statements": 150})
-    assert "kernel_part2" in split.source and "w = np.empty" in split.source
+    assert "kernel_part2" in split.source and "kept between parts" in split.source
     np.testing.assert_allclose(split(X), traced.reference_jacobian(X), rtol=1e-10, atol=1e-10)
     k32 = jacacc.compile(traced, backend="numba", method="reverse", dtype="float32",
                          backend_options={"max_statements": 150})
     J32 = k32(X)
     assert J32.dtype == np.float32
     np.testing.assert_allclose(J32, traced.reference_jacobian(X), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("n_points", [0, 1, 7, 300, 1025])
+def test_numba_blocks_any_number_of_points(n_points):
+    # N not a multiple of the block (and smaller than one, and empty): the last block is partial
+    pytest.importorskip("numba")
+    p = get("BlackScholes")
+    traced = p.trace()
+    rng = np.random.default_rng(2)
+    X = p.sample(0)[None, :] * rng.normal(1.0, 0.01, (n_points, 5))
+    ref = jacacc.compile(traced, backend="numpy", method="reverse")
+    for block in (None, 8, 64):
+        k = jacacc.compile(traced, backend="numba", method="reverse", backend_options={"block": block})
+        assert f"blocks of {block}" in k.source or block is None
+        V, J = k.values_and_jacobians(X)
+        assert V.shape == (n_points, 1) and J.shape == (n_points, 1, 5) and J.flags.c_contiguous
+        if n_points:
+            Vr, Jr = ref.values_and_jacobians(X)
+            np.testing.assert_allclose(V, Vr, rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(J, Jr, rtol=1e-12, atol=1e-12)
+
+
+def test_numba_vector_math_helpers_match_numpy_and_scipy():
+    # the generated exp / log / erf against NumPy and SciPy: a few ulp, and the special values
+    pytest.importorskip("numba")
+    from scipy.special import erf
+
+    from jacacc.codegen.numba_ import _vector_math_source
+
+    src = "import math\nimport numpy as np\nfrom numba import njit\n"
+    src += "\n".join(_vector_math_source({"exp", "log", "erf"}, "False"))
+    src += (
+        "\n\n@njit\ndef run(x, out):\n    for i in range(x.size):\n"
+        "        out[0, i] = _exp(x[i])\n        out[1, i] = _log(x[i])\n        out[2, i] = _erf(x[i])\n"
+    )
+    namespace: dict = {}
+    exec(src, namespace)
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-750, 750, 20000), rng.uniform(-7, 7, 20000), 10.0 ** rng.uniform(-320, 308, 20000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 5e-324, 709.78, 709.79, -745.2, 1.0, 3.0, 6.0]])
+    out = np.empty((3, x.size))
+    namespace["run"](x, out)
+    with np.errstate(all="ignore"):
+        for got, ref in zip(out, (np.exp(x), np.log(x), erf(x)), strict=True):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+            finite = np.isfinite(ref)
+            np.testing.assert_array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
+            np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-15, atol=1e-320)
+
+
+def test_numba_options_libm_fastmath_subset_and_bad_block():
+    pytest.importorskip("numba")
+    traced, X = _traced_and_points("BlackScholes")
+    ref = jacacc.compile(traced, backend="numpy", method="markowitz")(X)
+    libm = jacacc.compile(traced, backend="numba", backend_options={"vector_math": False})
+    assert "_exp" not in libm.source and "math.erf" in libm.source
+    np.testing.assert_allclose(libm(X), ref, rtol=1e-12, atol=1e-12)
+    fm = jacacc.compile(traced, backend="numba", backend_options={"fastmath": {"contract", "nsz"}})
+    assert "fastmath={'contract', 'nsz'}" in fm.source
+    np.testing.assert_allclose(fm(X), ref, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="block"):
+        jacacc.compile(traced, backend="numba", backend_options={"block": 0})
+
+
+def test_numba_vector_math_auto_switches_to_libm_on_large_programs(monkeypatch):
+    from jacacc.codegen import numba_
+    from jacacc.codegen.base import lower
+
+    traced, _ = _traced_and_points("BlackScholes")
+    prog = lower(traced.graph, jacacc.optimize(traced.graph).schedule)
+    assert "def _exp" in numba_.NumbaBackend().generate(prog, "float64")  # small: inlined helpers
+    monkeypatch.setattr(numba_, "VECTOR_MATH_MAX_STATEMENTS", len(prog.statements) - 1)
+    large = numba_.NumbaBackend().generate(prog, "float64")
+    assert "def _exp" not in large and "math.erf" in large
+    assert "def _exp" in numba_.NumbaBackend(vector_math=True).generate(prog, "float64")
+    with pytest.raises(ValueError, match="vector_math"):
+        numba_.NumbaBackend(vector_math="sometimes")
 
 
 # ------------------------------------------------------------------ cupy / CUDA

@@ -13,7 +13,7 @@ Backends live in one registry (opt_einsum style): :func:`register_backend`,
 name      what                                                    extra
 ========  =====================================================  =========
 numpy     vectorized NumPy, the reference                        (none)
-numba     ``@njit(parallel=True)``, one point per prange step    ``cpu``
+numba     ``@njit(parallel=True)``, prange over point blocks     ``cpu``
 cupy      CUDA C++ through ``cupy.RawKernel``, a thread per point  ``gpu``
 ========  =====================================================  =========
 
