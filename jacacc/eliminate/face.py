@@ -257,11 +257,6 @@ class FaceGraph:
         split copies add more under the Griewank–Walther variants)."""
         return [v for v in self.by_dst.get(dst, ()) if _src(v) == src]
 
-    def vertex(self, src: Node, dst: Node) -> Vertex | None:
-        """The live vertex for the path piece ``src → dst``, when there is exactly one."""
-        found = self.vertices(src, dst)
-        return found[0] if len(found) == 1 else None
-
     @property
     def done(self) -> bool:
         return next(self.intermediate_faces(), None) is None
@@ -321,12 +316,8 @@ class FaceGraph:
         best, best_shared = None, 0
         sides = (("succs", self.preds[a], self.succs[b]), ("preds", self.succs[b], self.preds[a]))
         for side, fixed, varying in sides:
-            fixed_of = self.preds if side == "succs" else self.succs
             varying_of = self.succs if side == "succs" else self.preds
-            anchor = next(iter(fixed))
-            for c in (self.succs if side == "succs" else self.preds)[anchor]:
-                if c in (a, b) or isinstance(c, Terminal) or fixed_of[c].keys() != fixed.keys():
-                    continue
+            for c in self._sharing(fixed, by_succs=side == "succs", exclude=(a, b)):
                 theirs = varying_of[c]
                 shared = sum(1 for v in varying if v in theirs)
                 if not shared or not self._split_allowed(len(varying), len(theirs), shared):
@@ -334,6 +325,15 @@ class FaceGraph:
                 if shared > best_shared:
                     best, best_shared = (c, side), shared
         return best
+
+    def _sharing(self, fixed: dict, *, by_succs: bool, exclude: tuple[Vertex, ...]) -> Iterator[Vertex]:
+        """Live non-terminal vertices, other than ``exclude``, whose predecessors
+        (``by_succs``) or successors are exactly ``fixed`` (non-empty): the
+        candidates for a split or a partial merge, in creation order."""
+        fixed_of, neighbours = (self.preds, self.succs) if by_succs else (self.succs, self.preds)
+        for c in neighbours[next(iter(fixed))]:
+            if c not in exclude and not isinstance(c, Terminal) and fixed_of[c].keys() == fixed.keys():
+                yield c
 
     def _split_allowed(self, n_product: int, n_partner: int, shared: int) -> bool:
         if shared == n_product and shared == n_partner:  # a twin: Naumann's absorption handles it
@@ -398,11 +398,8 @@ class FaceGraph:
         predecessors (successors) whose successor (predecessor) sets are nested, the
         smaller absorbs the larger's value and the larger drops the shared faces."""
         for by_succs in (True, False):
-            fixed_of, varying_of = (self.preds, self.succs) if by_succs else (self.succs, self.preds)
-            fixed = fixed_of[v]
-            for c in (self.succs if by_succs else self.preds)[next(iter(fixed))]:
-                if c == v or isinstance(c, Terminal) or fixed_of[c].keys() != fixed.keys():
-                    continue
+            fixed, varying_of = (self.preds[v], self.succs) if by_succs else (self.succs[v], self.preds)
+            for c in self._sharing(fixed, by_succs=by_succs, exclude=(v,)):
                 mine, theirs = varying_of[v].keys(), varying_of[c].keys()
                 if not theirs:  # c is dead, waiting in the worklist to be removed
                     continue
