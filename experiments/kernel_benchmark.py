@@ -106,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in summary:
         best = {k: v for k, v in s.items() if isinstance(v, dict)}
         text = ", ".join(f"{k} {v['jacobians_per_s']:.3g}/s ({v['impl']})" for k, v in best.items())
-        ratio = s.get("numba_over_jax")
-        print(f"{s['problem']}: {text}" + (f"; numba/jax {ratio:.2f}x" if ratio else ""), flush=True)
+        ratio, reused = s.get("numba_over_jax"), s.get("numba_reused_over_jax")
+        print(f"{s['problem']}: {text}" + (f"; numba/jax {ratio:.2f}x" if ratio else "")
+              + (f" ({reused:.2f}x with reused result buffers)" if reused else ""), flush=True)
     scaling = [] if args.no_compile_scaling else compile_scaling(BIG_PROBLEM, PART_SIZES)
     results = {"rows": rows, "summary": summary, "peaks": peaks, "compile_scaling": scaling}
     write_record(record_path, "kernel_benchmark", results, parameters=params, seed=args.seed)

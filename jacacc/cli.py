@@ -292,14 +292,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
           f"{peaks['flops'] / 1e9:.1f} GFLOP/s, {peaks['calls'] / 1e9:.2f} G calls/s, "
           f"{peaks['bandwidth'] / 1e9:.1f} GB/s")
     width = max(len(r["impl"]) for r in rows)
-    print(f"{'implementation':<{width}}  {'N':>8}  {'Jacobians/s':>12}  {'build s':>8}  {'mults':>6}  "
-          f"{'skipped':>7}  {'roofline':>8}")
+    print(f"{'implementation':<{width}}  {'N':>8}  {'Jacobians/s':>12}  {'reused out':>12}  {'build s':>8}  "
+          f"{'mults':>6}  {'skipped':>7}  {'roofline':>8}")
     for r in rows:
         if "skipped" in r and "seconds" not in r and isinstance(r["skipped"], str):
             print(f"{r['impl']:<{width}}  {r['N']:>8}  skipped: {r['skipped']}")
             continue
         roof = f"{r['roofline_fraction']:.0%}" if "roofline_fraction" in r else "-"
-        print(f"{r['impl']:<{width}}  {r['N']:>8}  {r['jacobians_per_s']:>12.4g}  {r['build_s']:>8.2f}  "
+        reused = f"{r['jacobians_per_s_reused']:.4g}" if "jacobians_per_s_reused" in r else "-"
+        print(f"{r['impl']:<{width}}  {r['N']:>8}  {r['jacobians_per_s']:>12.4g}  {reused:>12}  {r['build_s']:>8.2f}  "
               f"{r.get('mults', '-'):>6}  {r.get('skipped', '-'):>7}  {roof:>8}")
     summary = summarize_kernel_benchmark(rows)
     if args.json:

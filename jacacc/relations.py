@@ -37,7 +37,10 @@ product comes first in the expressions' calculation order goes first (the
 paper: "eliminate edges in line-graph in the same order as the calculation
 order"; references in definition order, then the entries, each product after
 its operands).  An absorption or merge that forms a sum no expression
-contains a part of is a dead end; the search backtracks from dead ends and
+contains a part of is a dead end, and so is a state where a still-needed
+product (or an entry) has lost an operand for good: under Naumann's rule no
+step copies a value, so a leaf or a product that no vertex holds any more
+never comes back.  The search backtracks from dead ends and
 remembers the states it has searched.  The budget is split among restarts
 with other priorities (innermost product first, then seeded random orders):
 dead ends are met early or not at all, so many short searches find far more
@@ -47,7 +50,13 @@ is made once); when no eligible face is left before the end — the
 expressions need a product the dual graph cannot form without breaking a
 parenthesis, which includes circular dependencies — it reports where it
 stopped.  Replaying the sequence (:func:`jacacc.eliminate.eliminate_faces`)
-checks the count and the Jacobian independently.
+checks the count and the Jacobian independently.  ``exhaustive=True`` decides
+instead of searching: it drops the reconstructed rules (dependencies, sums),
+keeps only pruning that cannot lose a sequence, and when it has covered every
+face sequence made of the expressions' products without success, no face
+elimination sequence realizes the set — which happens for expression sets
+that are not optimal even without circular dependencies (Proposition 1 is
+stated for optimal sets).
 
 Examples
 --------
@@ -71,7 +80,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from jacacc.eliminate.face import FaceGraph, FaceStep
+from jacacc.eliminate.face import FaceGraph, FaceStep, face_rule
 from jacacc.expressions import Expr, ExpressionError, ExpressionSet, Leaf, Mul, Ref, Sum
 from jacacc.graph import CompGraph, as_graph
 from jacacc.linegraph import Terminal
@@ -337,6 +346,10 @@ class Realization:
         a shared product counts once).
     reason : str
         Why the construction stopped, when it did.
+    exhausted : bool
+        True when ``realize(..., exhaustive=True)`` searched every face sequence
+        whose multiplications are all the expressions' products and none
+        realizes the set: no face elimination sequence does (under the rule).
     """
 
     realized: bool
@@ -344,6 +357,7 @@ class Realization:
     mults: int
     missing: int
     reason: str = ""
+    exhausted: bool = False
 
     def __repr__(self) -> str:
         state = "realized" if self.realized else f"not realized ({self.reason})"
@@ -351,7 +365,8 @@ class Realization:
 
 
 def realize(
-    exprs: ExpressionSet, graph: Any = None, *, rule: str | None = None, max_steps: int = 20_000
+    exprs: ExpressionSet, graph: Any = None, *, rule: str | None = None, max_steps: int = 20_000,
+    exhaustive: bool = False,
 ) -> Realization:
     """A face elimination sequence computing exactly the products of ``exprs`` (Proposition 1).
 
@@ -370,12 +385,34 @@ def realize(
         Face rule (:func:`jacacc.eliminate.face_rule`); Naumann's by default.
     max_steps : int
         Search budget.
+    exhaustive : bool, default False
+        Decide instead of search: one depth-first search over *every* face
+        sequence whose multiplications are all products of the expressions,
+        without the dependency rule and the sum pruning (which are
+        reconstructions), keeping only what cannot lose a sequence (states
+        already searched; under Naumann's rule, states that lost a needed
+        operand).  If it ends within ``max_steps``, ``exhausted`` says that no
+        face elimination sequence realizes the set.
 
     Returns
     -------
     Realization
         ``realized`` with the sequence, or the deepest partial sequence found
         and why it stopped.
+
+    Examples
+    --------
+    D*'s expressions for this graph take 15 multiplications (the optimum is
+    14); no face elimination sequence makes exactly its products, which is no
+    counterexample to Proposition 1 (stated for optimal expression sets):
+
+    >>> from jacacc import optimize, to_expressions
+    >>> from jacacc.problems.generators import random_dag
+    >>> g = random_dag(3, 7, 3, seed=37)
+    >>> realize(to_expressions(optimize(g, method="dstar")), exhaustive=True)
+    Realization(not realized (no face elimination sequence makes exactly these products), mults=..., missing=...)
+    >>> realize(to_expressions(optimize(g, method="optimal", workers=1, seed=0)), exhaustive=True).realized
+    True
     """
     g = as_graph(graph) if graph is not None else exprs.graph
     if g is None:
@@ -386,18 +423,29 @@ def realize(
     needed, entries, sums = _expression_values(exprs, values)
     calculation = list(needed)  # products in the order they are first written
     rng = np.random.default_rng(0)
-    priorities = [calculation, sorted(calculation, key=values.size.__getitem__)]
-    priorities += [list(rng.permutation(calculation)) for _ in range(RANDOM_RESTARTS)]
+    priorities = [calculation]
+    if not exhaustive:
+        priorities.append(sorted(calculation, key=values.size.__getitem__))
+        priorities += [list(rng.permutation(calculation)) for _ in range(RANDOM_RESTARTS)]
     deepest: _Search | None = None
     for priority in priorities:  # restarts share the budget
         search = _Search(values, Counter({p: 1 for p in calculation}), entries, sums,
                          max(1, max_steps // len(priorities)), priority)
+        search.prune = not exhaustive
         tracker = _ValueTracker(values, g)
-        found = search.run(FaceGraph(g, tracker, rule=rule), tracker, [])
+        state = FaceGraph(g, tracker, rule=rule)
+        # under Naumann's rule no step copies a value, so one no vertex holds any more is gone
+        search.values_vanish = state.rule == face_rule(None)
+        found = search.run(state, tracker, [])
         if found is not None:
             return Realization(True, tuple(found), len(found), sum(search.remaining.values()))
         if deepest is None or len(search.deepest) > len(deepest.deepest):
             deepest = search
+        if search.steps <= search.max_steps:  # searched to the end: another priority finds no more
+            what = ("no face elimination sequence makes exactly these products" if exhaustive else
+                    "every face sequence meeting the dependency rules was tried")
+            return Realization(False, tuple(deepest.deepest), len(deepest.deepest), deepest.missing_at_deepest,
+                               what, exhausted=exhaustive)
     assert deepest is not None
     spent = deepest.steps > deepest.max_steps
     reason = f"search budget of {max_steps} steps spent" if spent else deepest.reason
@@ -425,6 +473,8 @@ class _Search:
         self.deepest: list[FaceStep] = []
         self.missing_at_deepest = sum(remaining.values())
         self.reason = ""
+        self.values_vanish = False  # set by realize: prune states that lost a needed operand
+        self.prune = True  # the dependency rule and the sum pruning (off for an exhaustive decision)
         self.made = 0  # an order-free fingerprint of the products made so far (xor of their hashes)
         self.dead: set[tuple[int, frozenset]] = set()  # states already searched without success
 
@@ -437,7 +487,7 @@ class _Search:
             product = values.mul(a_value, b_value)
             if not self.remaining[product]:
                 continue
-            if self.waits(a_value, b_value):
+            if self.prune and self.waits(a_value, b_value):
                 blocked += 1
                 continue
             scored.append((self.position[product], len(scored), step))
@@ -489,20 +539,56 @@ class _Search:
             child_tracker = _ValueTracker(self.values, None, dict(tracker.of))
             child = state.copy(child_tracker)
             child.eliminate(*step)
-            if not all(self.partial(v) for v in child_tracker.written):
+            if self.prune and not all(self.partial(v) for v in child_tracker.written):
                 continue  # an absorption or merge formed a sum the expressions never build
             product = child_tracker.last_product
             self.made ^= hash(("made", product))
             key = (self.made, _state_key(child, child_tracker))
             if key not in self.dead:  # another order of the same eliminations failed from here
                 self.remaining[product] -= 1
-                found = self.run(child, child_tracker, [*order, step])
-                if found is not None:
-                    return found
+                if self.values_vanish and self.stranded(child, child_tracker):
+                    self._note([*order, step], "a needed product or entry lost an operand")
+                else:
+                    found = self.run(child, child_tracker, [*order, step])
+                    if found is not None:
+                        return found
                 self.remaining[product] += 1
                 self.dead.add(key)
             self.made ^= hash(("made", product))
         return None
+
+    def stranded(self, state: FaceGraph, tracker: _ValueTracker) -> bool:
+        """Whether a needed product or an entry has lost an operand for good.
+
+        A leaf, or a product already made, that no vertex holds any more can
+        never come back (Naumann's rule copies no value), so a still-needed
+        product of it — or an entry summing it — cannot be formed: for
+        instance two terms merged into one vertex before each was multiplied
+        by the factor the expressions multiply them by separately.  A sum is
+        obtainable when each of its terms is, or lies in a held sum whose
+        terms are all among its own.
+        """
+        values, remaining = self.values, self.remaining
+        held = {tracker.of[v] for v in state.succs if v in tracker.of}
+        held_sums = [h for h in held if values.kind[h] == "sum"]
+
+        def obtainable(v: int) -> bool:
+            if v in held:
+                return True
+            kind = values.kind[v]
+            if kind == "leaf":
+                return False
+            if kind == "mul":
+                return remaining[v] > 0
+            terms: Counter[int] = values.args[v]
+            return all(obtainable(t) or any(t in values.args[h] and all(terms[u] >= n for u, n in
+                                                                         values.args[h].items())
+                                            for h in held_sums) for t in terms)
+
+        for product, n in remaining.items():
+            if n and not all(obtainable(operand) for operand in values.args[product]):
+                return True
+        return not all(obtainable(v) for v in self.entries.values())
 
     def _note(self, order: list[FaceStep], reason: str) -> None:
         if len(order) >= len(self.deepest):

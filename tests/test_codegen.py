@@ -119,6 +119,37 @@ def test_single_point_shapes_float32_and_bad_input():
         k(np.ones((2, 4)))
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_results_written_into_given_buffers(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    traced, X = _traced_and_points("shared")
+    k = jacacc.compile(traced, backend=backend, method="markowitz")
+    Vr, Jr = jacacc.compile(traced, backend="numpy", method="forward").values_and_jacobians(X)
+    V, J = np.full((len(X), 5), np.nan), np.full((len(X), 5, 3), np.nan)  # stale contents must all go
+    Vo, Jo = k.values_and_jacobians(X, out=(V, J))
+    assert Vo is V and Jo is J
+    np.testing.assert_allclose(J, Jr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(V, Vr, rtol=1e-12, atol=1e-12)
+    J2 = np.full_like(J, np.nan)
+    assert k(X, out=J2) is J2 and np.array_equal(J2, J)
+    one = np.full((5, 3), np.nan)  # a single point writes through a one-point view
+    assert k(X[2], out=one) is one
+    np.testing.assert_allclose(one, Jr[2], rtol=1e-12, atol=1e-12)
+    with pytest.raises(GraphError, match=r"Jacobians buffer must be a C-contiguous float64 array of shape"):
+        k(X, out=np.empty((len(X), 3, 5)))
+    with pytest.raises(GraphError, match="not C-contiguous"):
+        k(X, out=np.empty((len(X), 5, 6))[:, :, ::2])
+    with pytest.raises(GraphError, match="float64"):
+        k(X, out=np.empty((len(X), 5, 3), dtype=np.float32))
+    frozen = np.empty((len(X), 5, 3))
+    frozen.flags.writeable = False
+    with pytest.raises(GraphError, match="read-only"):
+        k(X, out=frozen)
+    with pytest.raises(GraphError, match="values buffer must be a NumPy array"):
+        k.values_and_jacobians(X, out=([0.0] * 5, None))
+
+
 def test_numeric_graph_gives_a_constant_jacobian_and_nan_values():
     g = jacacc.CompGraph.from_json("docs/examples/small.json")
     k = jacacc.compile(g, backend="numpy")
@@ -227,27 +258,31 @@ def test_numba_blocks_any_number_of_points(n_points):
 
 
 def test_numba_vector_math_helpers_match_numpy_and_scipy():
-    # the generated exp / log / erf against NumPy and SciPy: a few ulp, and the special values
+    # the generated exp / log / erf / tanh against NumPy and SciPy: a few ulp, and the special values
     pytest.importorskip("numba")
     from scipy.special import erf
 
     from jacacc.codegen.numba_ import _vector_math_source
 
     src = "import math\nimport numpy as np\nfrom numba import njit\n"
-    src += "\n".join(_vector_math_source({"exp", "log", "erf"}, "False"))
+    src += "\n".join(_vector_math_source({"exp", "log", "erf", "tanh"}, "False"))
     src += (
         "\n\n@njit\ndef run(x, out):\n    for i in range(x.size):\n"
         "        out[0, i] = _exp(x[i])\n        out[1, i] = _log(x[i])\n        out[2, i] = _erf(x[i])\n"
+        "        out[3, i] = _tanh(x[i])\n"
     )
     namespace: dict = {}
     exec(src, namespace)
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.uniform(-750, 750, 20000), rng.uniform(-7, 7, 20000), 10.0 ** rng.uniform(-320, 308, 20000),
-                        [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 5e-324, 709.78, 709.79, -745.2, 1.0, 3.0, 6.0]])
-    out = np.empty((3, x.size))
+                        rng.uniform(-0.6, 0.6, 20000), -(10.0 ** rng.uniform(-320, 1, 20000)),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 5e-324, 709.78, 709.79, -745.2, 1.0, 3.0, 6.0,
+                         0.55, -0.55, np.nextafter(0.55, 0.0), 19.0, 20.0]])
+    out = np.empty((4, x.size))
     namespace["run"](x, out)
+    assert np.signbit(out[3][x == 0.0]).tolist() == np.signbit(x[x == 0.0]).tolist()  # tanh(-0) = -0
     with np.errstate(all="ignore"):
-        for got, ref in zip(out, (np.exp(x), np.log(x), erf(x)), strict=True):
+        for got, ref in zip(out, (np.exp(x), np.log(x), erf(x), np.tanh(x)), strict=True):
             np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
             finite = np.isfinite(ref)
             np.testing.assert_array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
@@ -341,6 +376,12 @@ def test_cupy_kernel_matches_numpy_reference(dtype):
         np.testing.assert_allclose(V, Vr, rtol=tol, atol=tol)
         Vd, Jd = k.values_and_jacobians(cp.asarray(X, dtype=dtype))
         np.testing.assert_allclose(cp.asnumpy(Jd), Jr, rtol=tol, atol=tol)
+        Jbuf = cp.full(Jd.shape, cp.nan, dtype=dtype)  # device buffers are written in place
+        assert k(cp.asarray(X, dtype=dtype), out=Jbuf) is Jbuf
+        np.testing.assert_allclose(cp.asnumpy(Jbuf), Jr, rtol=tol, atol=tol)
+        Jhost = np.full(Jr.shape, np.nan, dtype=dtype)  # host buffers are filled by the copy back
+        assert k(X, out=Jhost) is Jhost
+        np.testing.assert_allclose(Jhost, Jr, rtol=tol, atol=tol)
 
 
 # ------------------------------------------------------------------ CLI

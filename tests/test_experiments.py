@@ -135,13 +135,18 @@ def test_structure_comparison_checks_and_records_every_method(tmp_path):
 
 def test_realization_experiment_replays_every_realized_sequence(tmp_path):
     script = load_script("realize_expressions")
-    assert script.main(["--graphs", "2", "--max-steps", "2000", "--out", str(tmp_path)]) == 0
+    assert script.main(["--graphs", "2", "--small-graphs", "2", "--max-steps", "2000", "--decide-steps", "500",
+                        "--out", str(tmp_path)]) == 0
     record = read_record(tmp_path / "realize_expressions.json")
     rows = record["results"]["rows"]
-    assert len(rows) == 2 * len(script.METHODS)
+    assert len(rows) == 4 * len(script.METHODS)
+    assert all(r["realized"] or r["decided"] in ("unrealizable", "undecided") for r in rows)
     summary = record["results"]["summary"]
-    for mode, method in script.METHODS:
-        entry = summary[f"{mode}:{method}"]
-        assert entry["graphs"] == 2 and entry["same_count"] <= entry["realized"] <= 2
-    # vertex orders are always realized with their own count
-    assert summary["vertex:markowitz"]["same_count"] == 2
+    for family in script.FAMILIES:
+        for mode, method in script.METHODS:
+            entry = summary[f"{family} {mode}:{method}"]
+            assert entry["graphs"] == 2 and entry["same_count"] <= entry["realized"] <= 2
+            assert entry["realized"] + entry["unrealizable"] <= 2
+        # vertex orders are always realized with their own count, optimal ones too (Proposition 1)
+        assert summary[f"{family} vertex:markowitz"]["same_count"] == 2
+        assert summary[f"{family} vertex:optimal"]["same_count"] == 2

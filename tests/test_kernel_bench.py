@@ -68,6 +68,7 @@ def test_bench_kernels_checks_every_implementation(quick_peaks):
     kernel_rows = [r for r in timed if r["kind"] == "kernel"]
     assert all(r["skipped"] + r["folded"] + r["emitted_mults"] == r["mults"] for r in kernel_rows)
     assert all(r["roofline_fraction"] > 0 for r in kernel_rows)
+    assert all(r["jacobians_per_s_reused"] == pytest.approx(r["N"] / r["seconds_reused"]) for r in kernel_rows)
     summary = summarize_kernel_benchmark(rows)
     assert summary[0]["problem"] == "BlackScholes" and summary[0]["N"] == 32
 

@@ -103,3 +103,53 @@ def test_optimal_expression_sets_of_the_section_5_figures_are_realized(name):
         result = realize(ex)
         assert result.realized and result.mults == plan.mults
         assert eliminate_faces(g, result.order).mults == plan.mults
+
+
+@pytest.mark.parametrize("method", ["greedy", "random"])
+def test_face_sequences_own_expression_sets_are_realized(method):
+    # a face plan's expression set is realizable by construction (its own sequence makes exactly
+    # its products); the search finds one, helped by pruning states that lost a needed operand
+    for seed in range(6):
+        g = random_dag(3, 10, 3, seed=seed)
+        plan = jacacc.optimize(g, mode="face", method=method, seed=seed)
+        result = realize(to_expressions(plan))
+        assert result.realized and result.mults == plan.mults, (seed, result)
+        assert eliminate_faces(g, result.order).mults == plan.mults
+
+
+def test_pruning_lost_operands_never_cuts_a_face_sequences_own_path():
+    """Replay face plans step by step: the operand check must never call their states stranded."""
+    from collections import Counter
+
+    from jacacc.eliminate.face import FaceGraph
+    from jacacc.relations import _expression_values, _Search, _Values, _ValueTracker
+
+    for seed in range(10):
+        g = random_dag(3, 9, 3, seed=seed)
+        plan = jacacc.optimize(g, mode="face", method="random", seed=seed)
+        values = _Values()
+        needed, entries, sums = _expression_values(to_expressions(plan), values)
+        search = _Search(values, Counter(dict.fromkeys(needed, 1)), entries, sums, 1, list(needed))
+        tracker = _ValueTracker(values, g)
+        state = FaceGraph(g, tracker)
+        for step in plan.order:
+            state.eliminate(*step)
+            search.remaining[tracker.last_product] -= 1
+            assert not search.stranded(state, tracker), (seed, step)
+
+
+def test_exhaustive_decision_on_a_dstar_expression_set():
+    # D*'s expressions for this graph are not optimal and have no circular dependency; no face
+    # sequence makes exactly their products, which the exhaustive search proves, while the
+    # optimal set is realized (Proposition 1 speaks of optimal sets only)
+    g = random_dag(3, 7, 3, seed=37)
+    dstar = jacacc.optimize(g, method="dstar")
+    best = jacacc.optimize(g, method="optimal", workers=1, seed=0)
+    assert best.optimal and best.mults < dstar.mults
+    ex = to_expressions(dstar)
+    assert circular_dependencies(ex) == []
+    decided = realize(ex, exhaustive=True)
+    assert not decided.realized and decided.exhausted and "no face elimination sequence" in decided.reason
+    assert not realize(ex).exhausted  # the pruned search proves nothing
+    found = realize(to_expressions(best), exhaustive=True)
+    assert found.realized and eliminate_faces(g, found.order).mults == best.mults

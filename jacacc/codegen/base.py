@@ -238,6 +238,10 @@ class _Lowering:
         nodes = self.graph.digraph.nodes
         if any("op" not in nodes[n] for n in self.graph.topological_order if n not in self.graph.inputs):
             return False
+        # common subexpressions: a tracer records ``exp(x0)`` once per call in the user's code;
+        # the same operation of the same operands is computed once and its vertices share the name
+        # (every operation is a pure function, so the values are bitwise the same)
+        computed: dict[Apply, str] = {}
         for node in self.graph.topological_order:
             op, args = nodes[node]["op"], nodes[node].get("args", ())
             if op == "input":
@@ -254,7 +258,12 @@ class _Lowering:
                     f"operation {op!r} (vertex {node!r}) has no code-generation rule: only operations listed "
                     "in jacacc.expr.FUNCTIONS can be compiled"
                 )
-            self.statements.append(Statement(self.names[node], Apply(op, operands), "primal"))
+            expr = Apply(op, operands)
+            if expr in computed:
+                self.names[node] = computed[expr]
+                continue
+            computed[expr] = self.names[node]
+            self.statements.append(Statement(self.names[node], expr, "primal"))
         return True
 
     def value_of(self, node: Node, have_primal: bool) -> Expr | None:

@@ -162,18 +162,20 @@ class CupyBackend(Backend):
             kernel.compile()
             return time.perf_counter() - start
 
-        def run(X: Any) -> tuple[Any, Any]:
+        def run(X: Any, V: Any = None, J: Any = None) -> tuple[Any, Any]:
             on_host = isinstance(X, np.ndarray)
             Xd = cp.ascontiguousarray(cp.asarray(X, dtype=dtype))
             N = Xd.shape[0]
-            V = cp.empty((N, prog.n_outputs), dtype=dtype)
-            J = cp.empty((N, prog.n_outputs, prog.n_inputs), dtype=dtype)
+            # device buffers given for device points are written in place; host buffers are
+            # filled by the copy back
+            Vd = V if V is not None and not on_host else cp.empty((N, prog.n_outputs), dtype=dtype)
+            Jd = J if J is not None and not on_host else cp.empty((N, prog.n_outputs, prog.n_inputs), dtype=dtype)
             if N:
                 blocks = (N + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-                kernel((blocks,), (THREADS_PER_BLOCK,), (Xd, V, J, np.int64(N)))
+                kernel((blocks,), (THREADS_PER_BLOCK,), (Xd, Vd, Jd, np.int64(N)))
             if on_host:
-                return cp.asnumpy(V), cp.asnumpy(J)
-            return V, J
+                return cp.asnumpy(Vd, out=V), cp.asnumpy(Jd, out=J)
+            return Vd, Jd
 
         run.build = build  # type: ignore[attr-defined]
         run.device = True  # type: ignore[attr-defined]

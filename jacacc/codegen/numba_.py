@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -129,13 +130,29 @@ def _horner(var: str, coefficients: list[float]) -> str:
     return text
 
 
+def _tanh_series(terms: int) -> list[float]:
+    """Taylor coefficients of ``tanh(x) / x`` in powers of ``x²``, from ``tanh' = 1 - tanh²``:
+    with ``tanh x = Σ a_k x^(2k+1)``, ``(2k+1) a_k = -Σ_{i+j=k-1} a_i a_j`` (exact fractions)."""
+    a = [Fraction(1)]
+    for k in range(1, terms):
+        a.append(-sum((a[i] * a[k - 1 - i] for i in range(k)), Fraction(0)) / (2 * k + 1))
+    return [float(c) for c in a]
+
+
+#: below this |x|, ``_tanh`` sums the series (its terms shrink by (2x/π)² ≈ 0.12 per power of x²);
+#: above it, ``1 - 2/(e^{2|x|} + 1)`` loses at most a factor 2 to cancellation
+_TANH_SERIES_BELOW = 0.55
+_TANH_TERMS = 21
+
+
 def _vector_math_source(used: set[str], fastmath: str) -> list[str]:
-    """Source of the ``@njit(inline='always')`` helpers ``_exp``, ``_log``, ``_erf`` that ``used`` needs."""
+    """Source of the ``@njit(inline='always')`` helpers ``_exp``, ``_log``, ``_erf``, ``_tanh``
+    that ``used`` needs."""
     decorator = f"@njit(inline='always', error_model='numpy', fastmath={fastmath}, cache=False)"
     exp_taylor = [1.0 / math.factorial(k) for k in range(14)]
     log_series = [2.0 / (2 * j + 1) for j in range(12)]
     lines: list[str] = []
-    if "exp" in used or "erf" in used:
+    if "exp" in used or "erf" in used or "tanh" in used:
         lines += [
             "", "", decorator, "def _exp(x):",
             "    k = np.floor(x * 1.4426950408889634 + 0.5)",
@@ -166,6 +183,17 @@ def _vector_math_source(used: set[str], fastmath: str) -> list[str]:
             "    y = y if x > 0.0 else (-np.inf if x == 0.0 else np.nan)",
             "    return y if x < np.inf else x",
         ]
+    if "tanh" in used:
+        lines += [
+            "", "", decorator, "def _tanh(x):",
+            "    a = abs(x)",
+            "    s = x * x",
+            f"    small = x * ({_horner('s', _tanh_series(_TANH_TERMS))})",
+            "    big = 1.0 - 2.0 / (_exp(2.0 * a) + 1.0)",
+            "    big = -big if x < 0.0 else big",
+            f"    y = small if a < {_TANH_SERIES_BELOW!r} else big",
+            "    return y if x == x else x",
+        ]
     if "erf" in used:
         intervals = [("_ERF_0_1", 0.0, 1.0), ("_ERFCX_1_3", 1.0, 3.0), ("_ERFCX_3_6", 3.0, 6.0)]
         lines += [
@@ -194,7 +222,7 @@ def _vector_math_source(used: set[str], fastmath: str) -> list[str]:
 
 
 #: operations printed as calls of the generated vectorizable helpers when ``vector_math`` is on
-VECTOR_MATH = frozenset({"exp", "log", "erf"})
+VECTOR_MATH = frozenset({"exp", "log", "erf", "tanh"})
 
 
 def _functions_used(prog: Program) -> set[str]:
@@ -412,11 +440,11 @@ class NumbaBackend(Backend):
             dispatcher.compile(signature)
             return time.perf_counter() - start
 
-        def run(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
             N = X.shape[0]
-            V = np.empty((N, m), dtype=X.dtype)
-            J = np.empty((N, m, n), dtype=X.dtype)
-            dispatcher(X, V, J.reshape(N, m * n))
+            V = np.empty((N, m), dtype=X.dtype) if V is None else V
+            J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
+            dispatcher(X, V, J.reshape(N, m * n))  # every entry is written, structural zeros too
             return V, J
 
         run.build = build  # type: ignore[attr-defined]

@@ -80,8 +80,16 @@ class NumpyBackend(Backend):
         exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
         fn = namespace["kernel"]
 
-        def run(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
             with np.errstate(all="ignore"):
-                return fn(X)
+                values, jacobians = fn(X)
+            # the reference backend builds its arrays whole; given buffers are filled by copy
+            if V is not None:
+                V[...] = values
+                values = V
+            if J is not None:
+                J[...] = jacobians
+                jacobians = J
+            return values, jacobians
 
         return run

@@ -56,18 +56,33 @@ The strategy (``optimize(graph, method="blocks")``), and how the paper is read
    passed ``w`` and once for those that have not, so that no path through
    both survives).  Pages are then processed by the same steps (§5 step 6)
    and merged: their contributions to the same (root, terminal) pair meet as
-   parallel edges and are added.  A split is kept only when a dry run shows
-   it cheaper than factorizing the page as it is ("a solution that requires
-   as less fma's as possible"); ``page_splits`` bounds how many splits are
-   tried along one branch.  Without a (good) split the whole page is
-   factorized as in step 2, as one block between virtual root and terminal.
+   parallel edges and are added.
+4. **Separation of root–terminal pairs** (§5 step 4).  The paper separates,
+   from the current page, the pairs reached through the edges out of the
+   roots (or into the terminals) that cross the most depth levels, and
+   without cross-level edges a chosen set of roots or terminals.  Read in
+   data-flow direction: the input → output paths whose first edge (out of an
+   input) or last edge (into an output) is one of the edges crossing the most
+   levels move to a page of their own (:func:`separate`; the vertices they
+   pass are copied, the old page keeps every other path), and without such
+   edges the paths of one output (the one reached from the fewest inputs) or
+   of one input (reaching the fewest outputs).
+5. **Local factorization of G(w, v)** (§5 step 5): the intermediates strictly
+   between ``w`` and ``v`` are factorized as a block (cheapest direction),
+   which turns the common sub-block into reference edges shared by all the
+   pairs through it.
+6. Steps 3–5 are *candidates*: where no block is left, each is tried in a
+   dry run followed by the rest of the strategy (with one split fewer), and
+   the cheapest is kept if it beats factorizing the page as it is ("a
+   solution that requires as less fma's as possible"); otherwise the whole
+   page is factorized as in step 2, as one block between virtual root and
+   terminal.  ``page_splits`` bounds how many moves are taken along one
+   branch.  The paper's conditions for when each step applies are lost with
+   its formulas; trying all three and keeping what pays replaces them.
 
-Left out: §5 step 4's separation of root–terminal pairs along the edges that
-cross most levels out of the roots, and step 5's local factorization between
-``v`` and ``w`` in a page, whose conditions are lost with the formulas;
-pages are split only by the ``(w, v)`` rule above.  The paper counts fused
-multiply-adds; jacacc counts multiplications and, separately, additions
-(a reference edge added into an existing edge is one of each).
+The paper counts fused multiply-adds; jacacc counts multiplications and,
+separately, additions (a reference edge added into an existing edge is one
+of each).
 
 Examples
 --------
@@ -95,8 +110,8 @@ from jacacc.orders.registry import OrderResult, register_method
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
 from jacacc.structure import Block, Chain, blocks, depth_levels, r_degrees, t_degrees
 
-__all__ = ["DIRECTIONS", "Factorization", "PageSplit", "ScheduleEmitter", "WorkGraph", "blocks_method",
-           "replace_chains"]
+__all__ = ["DIRECTIONS", "Factorization", "PageSplit", "ScheduleEmitter", "Separation", "WorkGraph",
+           "blocks_method", "replace_chains", "separate", "separation_candidates"]
 
 Node = Hashable
 DIRECTIONS = ("backward", "forward", "both", "middle")
@@ -321,6 +336,20 @@ class PageSplit:
         return f"page split G({self.w}, {self.v}) [t-degree {self.t_degree}, r-degree {self.r_degree}]"
 
 
+@dataclass(frozen=True)
+class Separation:
+    """Root–terminal pairs separated into a page of their own (§5 step 4): the paths whose
+    ``side`` ("first" from an input, "last" into an output) edge is one of ``edges``."""
+
+    side: str
+    edges: tuple[tuple[Node, Node], ...]
+    reason: str
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{a}→{b}" for a, b in self.edges[:4]) + (" …" if len(self.edges) > 4 else "")
+        return f"separate paths by {self.side} edge [{shown}] ({self.reason})"
+
+
 # ------------------------------------------------------------------------------------ step 1: reference edges
 def replace_chains(work: WorkGraph, record: bool = True) -> None:
     """Replace every simple chain and simple block by a reference edge, innermost first (§4, §5 step 1).
@@ -387,8 +416,9 @@ def _factorize(work: WorkGraph, interior: Iterable[Node], direction: str) -> Non
 
 
 def _factorize_best(work: WorkGraph, interior: Sequence[Node], directions: Sequence[str],
-                    block: Block | None) -> None:
-    """Factorize ``interior`` by the cheapest of ``directions`` (dry runs), then for real."""
+                    ends: tuple[Node, Node] | None) -> None:
+    """Factorize ``interior`` (between the vertices ``ends``, or a whole page) by the
+    cheapest of ``directions`` (dry runs), then for real."""
     costs = {}
     for direction in directions:
         trial = work.dry_run()
@@ -398,8 +428,7 @@ def _factorize_best(work: WorkGraph, interior: Sequence[Node], directions: Seque
     before = work.em.mults
     steps = len(work.steps)
     _factorize(work, interior, best)
-    src = None if block is None else work.name(block.source)
-    snk = None if block is None else work.name(block.sink)
+    src, snk = (None, None) if ends is None else (work.name(ends[0]), work.name(ends[1]))
     work.steps.insert(steps, Factorization(best, src, snk, len(interior), work.em.mults - before))
 
 
@@ -508,26 +537,129 @@ def _b_vertex(work: WorkGraph, state: Any, table: dict) -> Node:
     return table[state]
 
 
+# ------------------------------------------------------------------------------------ step 4: separation
+def separate(work: WorkGraph, edges: Iterable[tuple[Node, Node]], side: str) -> None:
+    """Move every input → output path whose first (``side="first"``) or last (``"last"``)
+    edge is one of ``edges`` to a page of its own (§5 step 4).
+
+    The new page copies the vertices those paths pass (a copy costs nothing:
+    copied edges share their slots); the current page keeps every other path,
+    and its vertices left on no input → output path are dropped.
+    """
+    chosen = set(edges)
+    fixed = work.fixed
+    heads = {b if side == "first" else a for a, b in chosen} - fixed
+    spread = _descendants if side == "first" else _ancestors
+    page = heads | {n for h in heads for n in spread(work, h) if n not in fixed}
+    copy = {n: work.add_vertex(n) for n in page}
+    moved = []
+    for a, out in work.succs.items():
+        for b, slot in out.items():
+            inside = (a in page) if side == "first" else (b in page)
+            if inside or (a, b) in chosen:
+                moved.append((copy.get(a, a), copy.get(b, b), slot))
+    for a, b in chosen:
+        work._drop(a, b)
+    for a, b, slot in moved:
+        work._set(a, b, slot)
+    _drop_dead(work)
+
+
+def _drop_dead(work: WorkGraph) -> None:
+    """Remove the intermediates that lie on no input → output path (with their edges)."""
+    live = _reachable(work.succs, work.inputs) & _reachable(work.preds, work.outputs)
+    for n in [n for n in work.intermediates if n not in live]:
+        for a in list(work.preds[n]):
+            work._drop(a, n)
+        for b in list(work.succs[n]):
+            work._drop(n, b)
+        del work.succs[n], work.preds[n], work.rank[n]
+
+
+def separation_candidates(work: WorkGraph) -> list[tuple[str, tuple[tuple[Node, Node], ...], str]]:
+    """§5 step 4: the root–terminal separations to try, as ``(side, edges, reason)``.
+
+    The edges into outputs that cross the most depth levels (when some cross
+    more than one), likewise the edges out of inputs; without cross-level
+    edges, the paths of one output (the one reached from the fewest inputs)
+    and those of one input (reaching the fewest outputs).  A separation that
+    would move every edge of its side is no separation and is not offered.
+    """
+    levels = depth_levels(work, side="inputs")
+    found = []
+    into = [(a, y) for y in work.outputs for a in work.preds[y]]
+    out_of = [(x, b) for x in work.inputs for b in work.succs[x]]
+    for side, edges in (("last", into), ("first", out_of)):
+        span = {e: levels[e[1]] - levels[e[0]] for e in edges}
+        widest = max(span.values(), default=0)
+        if widest > 1:
+            chosen = tuple(e for e in edges if span[e] == widest)
+            if len(chosen) < len(edges):
+                found.append((side, chosen, f"edges crossing {widest} levels"))
+    if found:
+        return found
+    rdeg, tdeg = r_degrees(work), t_degrees(work)
+    groups = (("last", work.outputs, lambda y: (tdeg[y], work.rank[y]), work.preds, "output"),
+              ("first", work.inputs, lambda x: (rdeg[x], work.rank[x]), work.succs, "input"))
+    for side, ends, key, adj, what in groups:
+        ends = [e for e in ends if adj[e]]
+        if len(ends) > 1:
+            end = min(ends, key=key)
+            edges = tuple((a, end) for a in adj[end]) if side == "last" else tuple((end, b) for b in adj[end])
+            found.append((side, edges, f"the paths of {what} {work.name(end)}"))
+    return found
+
+
 # ------------------------------------------------------------------------------------ the strategy
+def _between(work: WorkGraph, w: Node, v: Node) -> list[Node]:
+    """The intermediates of G(w, v), strictly between ``w`` and ``v``."""
+    inner = (_descendants(work, w) & _ancestors(work, v)) - work.fixed
+    return sorted(inner, key=work.rank.__getitem__)
+
+
+def _candidates(work: WorkGraph, directions: Sequence[str]) -> list[tuple[Any, Any]]:
+    """The §5 moves that may pay where no block is left: ``(step record, action)``."""
+    moves: list[tuple[Any, Any]] = []
+    pair = choose_pair(work)
+    if pair is not None:
+        w, v, tdeg, rdeg = pair
+        moves.append((PageSplit(work.name(w), work.name(v), tdeg, rdeg),
+                      lambda wk, w=w, v=v: split_pages(wk, w, v)))
+        inner = _between(work, w, v)
+        if inner:  # step 5: factorize G(w, v) locally, its chains and blocks replaced on the way
+            moves.append((None, lambda wk, inner=inner, w=w, v=v: _factorize_best(wk, inner, directions, (w, v))))
+    for side, edges, reason in separation_candidates(work):
+        names = tuple((work.name(a), work.name(b)) for a, b in edges)
+        moves.append((Separation(side, names, reason), lambda wk, side=side, edges=edges: separate(wk, edges, side)))
+    return moves
+
+
 def _process(work: WorkGraph, directions: Sequence[str], page_splits: int) -> None:
     replace_chains(work)
     while work.intermediates:
         found = blocks(work, classify=False)
         if found:
             block = found[0]
-            _factorize_best(work, block.interior, directions, block)
+            _factorize_best(work, block.interior, directions, (block.source, block.sink))
             continue
-        pair = choose_pair(work) if page_splits > 0 else None
-        if pair is not None:
-            w, v, tdeg, rdeg = pair
-            split = work.dry_run()
-            split_pages(split, w, v)
-            _process(split, directions, page_splits - 1)
+        if page_splits > 0:
+            # §5 steps 3-5: a page split at G(w, v), a local factorization of G(w, v), or a
+            # separation of root-terminal pairs; each is kept only when a dry run of the
+            # rest of the strategy after it beats factorizing the page as it is
             plain = work.dry_run()
             _factorize_best(plain, plain.intermediates, directions, None)
-            if split.em.mults < plain.em.mults:
-                work.steps.append(PageSplit(work.name(w), work.name(v), tdeg, rdeg))
-                split_pages(work, w, v)
+            best, best_cost = None, plain.em.mults
+            for record, action in _candidates(work, directions):
+                trial = work.dry_run()
+                action(trial)
+                _process(trial, directions, page_splits - 1)
+                if trial.em.mults < best_cost:
+                    best, best_cost = (record, action), trial.em.mults
+            if best is not None:
+                record, action = best
+                if record is not None:
+                    work.steps.append(record)
+                action(work)
                 page_splits -= 1
                 replace_chains(work)
                 continue
@@ -555,8 +687,8 @@ def blocks_method(
         The factorization variants tried on every complex block; the
         cheapest is kept.
     page_splits : int, default 2
-        How many §5 page splits may be tried along one branch (each one is
-        kept only when a dry run shows it pays).
+        How many §5 moves (page split, local factorization, separation) may
+        be taken along one branch (each one only when a dry run shows it pays).
 
     Returns
     -------
