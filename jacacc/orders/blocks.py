@@ -642,14 +642,15 @@ def _process(work: WorkGraph, directions: Sequence[str], page_splits: int) -> No
             block = found[0]
             _factorize_best(work, block.interior, directions, (block.source, block.sink))
             continue
-        if page_splits > 0:
+        moves = _candidates(work, directions) if page_splits > 0 else []
+        if moves:
             # §5 steps 3-5: a page split at G(w, v), a local factorization of G(w, v), or a
             # separation of root-terminal pairs; each is kept only when a dry run of the
             # rest of the strategy after it beats factorizing the page as it is
             plain = work.dry_run()
             _factorize_best(plain, plain.intermediates, directions, None)
             best, best_cost = None, plain.em.mults
-            for record, action in _candidates(work, directions):
+            for record, action in moves:
                 trial = work.dry_run()
                 action(trial)
                 _process(trial, directions, page_splits - 1)
