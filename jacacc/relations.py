@@ -446,10 +446,9 @@ def realize(
                     "every face sequence meeting the dependency rules was tried")
             return Realization(False, tuple(deepest.deepest), len(deepest.deepest), deepest.missing_at_deepest,
                                what, exhausted=exhaustive)
-    assert deepest is not None
-    spent = deepest.steps > deepest.max_steps
-    reason = f"search budget of {max_steps} steps spent" if spent else deepest.reason
-    return Realization(False, tuple(deepest.deepest), len(deepest.deepest), deepest.missing_at_deepest, reason)
+    assert deepest is not None  # every search spent its share of the budget
+    return Realization(False, tuple(deepest.deepest), len(deepest.deepest), deepest.missing_at_deepest,
+                       f"search budget of {max_steps} steps spent")
 
 
 class _Search:

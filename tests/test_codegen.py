@@ -148,6 +148,8 @@ def test_results_written_into_given_buffers(backend):
         k(X, out=frozen)
     with pytest.raises(GraphError, match="values buffer must be a NumPy array"):
         k.values_and_jacobians(X, out=([0.0] * 5, None))
+    with pytest.raises(GraphError, match=r"out must be a pair \(V, J\)"):
+        k.values_and_jacobians(X, out=J)
 
 
 def test_numeric_graph_gives_a_constant_jacobian_and_nan_values():

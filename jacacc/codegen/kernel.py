@@ -161,6 +161,9 @@ class Kernel:
         """
         if self._run is None:
             self.compile()
+        if out is not None and not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise GraphError("out must be a pair (V, J) of buffers (either may be None); for the Jacobians "
+                             "alone use kernel(X, out=J)")
         V, J = (None, None) if out is None else out
         if getattr(self._run, "device", False) and not isinstance(X, np.ndarray) and hasattr(X, "__cuda_array_interface__"):
             if X.ndim != 2 or X.shape[1] != self.n_inputs:
