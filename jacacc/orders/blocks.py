@@ -473,8 +473,7 @@ def split_pages(work: WorkGraph, w: Node, v: Node) -> None:
     """Split the work graph into page A (paths through ``w`` and ``v``) and page B (the rest)."""
     fixed = work.fixed
     before_w = {n for n in _ancestors(work, w) if n not in fixed} | {w}
-    down_w = _descendants(work, w)
-    between = (down_w & _ancestors(work, v)) - fixed
+    between = set(_between(work, w, v))
     after_v = {n for n in _descendants(work, v) if n not in fixed} | {v}
     old_edges = [(a, b, s) for a, out in work.succs.items() for b, s in out.items()]
     old_mids = work.intermediates
