@@ -1,3 +1,4 @@
+
 """Method comparison: multiplications of every registered order method on every zoo problem.
 
 Writes ``results/compare_methods.json`` (a jacacc record: machine, versions,
@@ -24,6 +25,7 @@ from jacacc.bench import write_record
 from jacacc.eliminate import count_ops
 from jacacc.errors import JacaccError
 from jacacc.orders import find_order
+from jacacc.progress import progress_bar
 
 # Random edge elimination can multiply the work by orders of magnitude on large
 # graphs (Griewank & Naumann's warning); above this many edges it is skipped
@@ -47,7 +49,7 @@ def default_problems() -> list[str]:
 def measure(problem_names: list[str], seed: int) -> list[dict]:
     rows = []
     exact_methods = {mode: set(methods(mode, exact=True)) for mode in modes()}
-    for name in problem_names:
+    for name in progress_bar(problem_names, desc="compare_methods", unit="problem"):
         graph = problems.get(name).graph()
         size = {
             "n_inputs": len(graph.inputs),

@@ -19,6 +19,7 @@ from jacacc.bench import write_record
 from jacacc.eliminate import count_ops
 from jacacc.orders import find_order
 from jacacc.problems.generators import random_dag
+from jacacc.progress import note, progress_bar
 
 VERTEX_METHODS = ("forward", "reverse", "markowitz", "relative_markowitz", "min_fill")
 EDGE_METHODS = ("markowitz", "min_fill")
@@ -36,7 +37,7 @@ def graph_of_size(vertices: int, seed: int):
 
 def measure(sizes: list[int], seed: int, edge_max_size: int) -> list[dict]:
     rows = []
-    for size in sizes:
+    for size in progress_bar(sizes, desc="heuristic_runtime", unit="size"):
         graph = graph_of_size(size, seed)
         vertices = len(graph.inputs) + len(graph.intermediates) + len(graph.outputs)
         plan = [("vertex", m) for m in VERTEX_METHODS]
@@ -51,8 +52,7 @@ def measure(sizes: list[int], seed: int, edge_max_size: int) -> list[dict]:
                 "size": size, "vertices": vertices, "edges": graph.n_edges, "mode": mode, "method": method,
                 "seconds": seconds, "mults": counted.mults,
             })
-            print(f"{vertices:>7} vertices  {mode:<6} {method:<20} {seconds:8.3f} s  {counted.mults} mults",
-                  flush=True)
+            note(f"{vertices:>7} vertices  {mode:<6} {method:<20} {seconds:8.3f} s  {counted.mults} mults")
     return rows
 
 

@@ -29,6 +29,7 @@ from jacacc.bench import write_record
 from jacacc.eliminate import eliminate_faces
 from jacacc.expressions import to_expressions
 from jacacc.problems.generators import random_dag
+from jacacc.progress import progress_bar
 from jacacc.relations import circular_dependencies, realize
 
 # Proposition 1 is stated for optimal expression sets: "optimal" (vertex mode, proven optimal
@@ -53,7 +54,7 @@ def measure(family: str, n_graphs: int, max_steps: int, decide_steps: int) -> li
     search fails, decide exhaustively (``realize(..., exhaustive=True)``) within ``decide_steps``
     (row ``decided``: "realized" when that search finds a sequence, "unrealizable", "undecided")."""
     rows = []
-    for seed in range(n_graphs):
+    for seed in progress_bar(range(n_graphs), desc=f"realize {family}", unit="graph"):
         graph = FAMILIES[family](seed)
         for mode, method in METHODS:
             options = {"time_limit": 60.0, "workers": 2} if method == "optimal" else {}

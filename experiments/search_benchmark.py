@@ -22,6 +22,7 @@ import time
 from jacacc import optimize, problems
 from jacacc.bench import write_record
 from jacacc.problems.generators import random_dag
+from jacacc.progress import note, progress_bar
 
 MODES = ("vertex", "edge", "face")
 DEFAULT_SIZES = (4, 6, 8, 10, 12, 16, 20, 25, 30, 40, 50, 60)
@@ -58,15 +59,15 @@ def search_row(graph, mode: str, method: str, time_limit: float, workers: int, s
 
 def random_family(sizes: list[int], time_limit: float, workers: int, seed: int) -> list[dict]:
     rows = []
-    for mode in MODES:
+    for mode in progress_bar(MODES, desc="search_benchmark random DAGs", unit="mode"):
         for size in sizes:
             graph = random_dag(3, size, 3, max_preds=3, seed=seed + size)
             row = search_row(graph, mode, "cpsat", time_limit, workers, seed, family="random_dag",
                              problem=f"random_dag(3, {size}, 3, seed={seed + size})", size=size)
             rows.append(row)
-            print(f"{mode:<6} n={size:<4} {row['mults']:>6} mults  bound {row['lower_bound']:>6}  "
-                  f"{'optimal' if row['optimal'] else 'gap %.1f %%' % (100 * row['gap'])}  "
-                  f"{row['seconds']:7.2f} s  (best heuristic {row['heuristic_mults']})", flush=True)
+            note(f"{mode:<6} n={size:<4} {row['mults']:>6} mults  bound {row['lower_bound']:>6}  "
+                 f"{'optimal' if row['optimal'] else 'gap %.1f %%' % (100 * row['gap'])}  "
+                 f"{row['seconds']:7.2f} s  (best heuristic {row['heuristic_mults']})")
             if not row["optimal"]:
                 break  # larger graphs of this mode would not be proven either
     return rows
@@ -74,15 +75,15 @@ def random_family(sizes: list[int], time_limit: float, workers: int, seed: int) 
 
 def zoo(names: list[str], time_limit: float, workers: int, seed: int) -> list[dict]:
     rows = []
-    for name in names:
+    for name in progress_bar(names, desc="search_benchmark zoo", unit="problem"):
         graph = problems.get(name).graph()
         for method in ("anneal", "cpsat"):
             row = search_row(graph, "vertex", method, time_limit, workers, seed, family="zoo", problem=name,
                              size=len(graph.intermediates))
             row["markowitz"] = optimize(graph, method="markowitz").mults
             rows.append(row)
-            print(f"{name:<24} {method:<7} {row['mults']:>6} mults  (markowitz {row['markowitz']}, bound "
-                  f"{row['lower_bound']}, {row['status']}, {row['seconds']:.1f} s)", flush=True)
+            note(f"{name:<24} {method:<7} {row['mults']:>6} mults  (markowitz {row['markowitz']}, bound "
+                 f"{row['lower_bound']}, {row['status']}, {row['seconds']:.1f} s)")
     return rows
 
 

@@ -28,6 +28,7 @@ from jacacc.bench import write_record
 from jacacc.graph import CompGraph
 from jacacc.problems import get, names
 from jacacc.problems.generators import ladder, layered, random_dag
+from jacacc.progress import note, progress_bar
 
 METHODS = (
     ("vertex", "forward"),
@@ -63,13 +64,15 @@ def measure_graph(graph: CompGraph, row: dict, seed: int) -> list[dict]:
             raise AssertionError(f"{method} on {row}: Jacobian off by {error:.1e}")
         rows.append({**row, "mode": mode, "method": method, "mults": plan.mults, "adds": plan.adds,
                      "seconds": seconds, "max_rel_error": error})
-        print(f"{row.get('family', row.get('problem')):<22} {row.get('size', ''):>4} "
-              f"{method:<10} {plan.mults:>7} mults {seconds:7.2f} s", flush=True)
+        note(f"{row.get('family', row.get('problem')):<22} {row.get('size', ''):>4} "
+             f"{method:<10} {plan.mults:>7} mults {seconds:7.2f} s")
     return rows
 
 
 def measure(sizes: list[int], seeds: int, problems: list[str]) -> list[dict]:
     rows = []
+    bar = progress_bar(total=len(FAMILIES) * len(sizes) * seeds + len(problems), desc="structure_methods",
+                       unit="graph")
     for family, make in FAMILIES.items():
         for size in sizes:
             for seed in range(seeds):
@@ -77,10 +80,13 @@ def measure(sizes: list[int], seeds: int, problems: list[str]) -> list[dict]:
                 row = {"family": family, "size": size, "seed": seed,
                        "intermediates": len(graph.intermediates), "edges": graph.n_edges}
                 rows += measure_graph(graph, row, seed)
+                bar.update()
     for name in problems:
         graph = get(name).graph()  # structure only: the checks use random partials
         rows += measure_graph(graph, {"problem": name, "intermediates": len(graph.intermediates),
                                       "edges": graph.n_edges}, 0)
+        bar.update()
+    bar.close()
     return rows
 
 

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import RegistryError, require_extra
+from jacacc.progress import progress_bar
 
 __all__ = [
-    "Progress",
     "bench_kernels",
     "environment",
     "get_peer",
@@ -393,45 +392,6 @@ def roofline_seconds(counts: dict[str, int], n_points: int, peaks: dict[str, flo
 
 
 # =========================================================================== the benchmark
-class Progress:
-    """A one-line progress bar on stderr (no dependency): ``[ 3/12] what``.
-
-    Examples
-    --------
-    >>> import io
-    >>> out = io.StringIO()
-    >>> p = Progress(2, stream=out)
-    >>> p.step("a"); p.step("b"); p.close()
-    >>> out.getvalue().count("[2/2]")
-    1
-    """
-
-    def __init__(self, total: int, *, stream: Any = None, enabled: bool = True) -> None:
-        self.total, self.done = total, 0
-        self.stream = sys.stderr if stream is None else stream
-        self.enabled = enabled
-        self.start = time.perf_counter()
-        self._width = 0
-
-    def step(self, what: str) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        width = len(str(self.total))
-        filled = int(20 * self.done / max(self.total, 1))
-        bar = "#" * filled + "." * (20 - filled)
-        line = f"[{self.done:>{width}}/{self.total}] {bar} {time.perf_counter() - self.start:6.1f}s {what}"
-        pad = max(0, self._width - len(line))
-        self._width = len(line)
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def _points(problem: Any, n: int, seed: int) -> np.ndarray:
     """``n`` valid points: the problem's sample at ``seed`` times N(1, 0.01²)
     factors, which keeps them in the sampler's domain."""
@@ -451,7 +411,7 @@ def bench_kernels(
     dtype: str = "float64",
     repeat: int = 3,
     seed: int = 0,
-    progress: bool = True,
+    progress: bool | None = None,
     check_points: int = 8,
     memory_limit: float = 4e9,
     peaks: dict[str, float] | None = None,
@@ -495,7 +455,7 @@ def bench_kernels(
         peaks = machine_peaks()
     jobs: list[tuple[str, str, str | None]] = [("kernel", b, m) for b in backends for m in methods]
     jobs += [("peer", p, None) for p in peers]
-    bar = Progress(len(jobs) * len(sizes), enabled=progress)
+    bar = progress_bar(total=len(jobs) * len(sizes), desc=prob.name, unit="run", enabled=progress)
     rows: list[dict[str, Any]] = []
     for kind, name, method in jobs:
         impl = f"{name}/{method}" if kind == "kernel" else name
@@ -524,10 +484,12 @@ def bench_kernels(
         except ImportError as exc:
             for n in sizes:
                 rows.append({**base, "N": n, "skipped": f"missing dependency: {exc}"})
-                bar.step(f"{prob.name} {impl} skipped")
+                bar.set_postfix_str(f"{impl} skipped")
+                bar.update()
             continue
         for n in sizes:
-            bar.step(f"{prob.name} {impl} N={n}")
+            bar.set_postfix_str(f"{impl} N={n}")
+            bar.update()
             row = {**base, "N": n, "build_s": build, "max_error": error, **extra}
             if per_point_columns * n * np.dtype(dtype).itemsize > memory_limit:
                 rows.append({**row, "skipped": "numpy columns would exceed the memory limit"})

@@ -21,6 +21,7 @@ from jacacc.eliminate import modes
 from jacacc.errors import JacaccError
 from jacacc.graph import CompGraph
 from jacacc.orders import methods
+from jacacc.progress import SearchProgress, shows_progress
 
 EXIT_ERROR = 2
 BASELINES = ("forward", "reverse")
@@ -136,7 +137,8 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--json", default=None, metavar="PATH", help="write the record here")
     bench.add_argument("--figure", default=None, metavar="PATH", help="write the bar chart here (needs matplotlib)")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bar on stderr; default: when stderr is a terminal")
     bench.add_argument("--quick-peaks", action="store_true", help="measure the machine's peaks on small sizes")
 
 
@@ -151,9 +153,8 @@ def _search_options(args: argparse.Namespace) -> dict:
         options["time_limit"] = args.time_limit
     if args.workers is not None:
         options["workers"] = args.workers
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    if show and _takes_progress(args.mode, args.method):
-        options["progress"] = _ProgressPrinter()
+    if shows_progress(args.progress) and _takes_progress(args.mode, args.method):
+        options["progress"] = SearchProgress(args.time_limit, enabled=True)
     return options
 
 
@@ -168,28 +169,14 @@ def _takes_progress(mode: str, method: str) -> bool:
         return False
 
 
-class _ProgressPrinter:
-    """Prints a search's progress reports to stderr: every new best, bounds at most twice a second."""
-
-    def __init__(self) -> None:
-        self.best = None
-        self.last = -1.0
-
-    def __call__(self, report) -> None:
-        improved = report.best is not None and report.best != self.best
-        if report.best is not None:
-            self.best = report.best
-        proven = report.bound is not None and report.bound == self.best
-        if improved or proven or report.elapsed - self.last >= 0.5:
-            self.last = report.elapsed
-            bound = "-" if report.bound is None else report.bound
-            print(f"[{report.method}] {report.elapsed:8.2f} s  best {self.best}  bound {bound}",
-                  file=sys.stderr, flush=True)
-
-
 def cmd_optimize(args: argparse.Namespace) -> int:
     graph = CompGraph.from_json(args.graph)
-    plan = optimize(graph, mode=args.mode, method=args.method, seed=args.seed, **_search_options(args))
+    options = _search_options(args)
+    try:
+        plan = optimize(graph, mode=args.mode, method=args.method, seed=args.seed, **options)
+    finally:
+        if "progress" in options:
+            options["progress"].close()
     baselines = _baselines(graph, args.mode)
     if args.json:
         record = plan.to_record()
@@ -286,7 +273,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     peers = peer_names() if args.peers is None else args.peers
     peaks = machine_peaks(quick=args.quick_peaks)
     rows = bench_kernels(problem, methods=args.methods, backends=args.backends, peers=peers, sizes=args.sizes,
-                         mode=args.mode, repeat=args.repeat, seed=args.seed, progress=not args.no_progress,
+                         mode=args.mode, repeat=args.repeat, seed=args.seed, progress=args.progress,
                          peaks=peaks)
     print(f"{problem.name}: {problem.n_inputs} inputs, {problem.n_outputs} outputs; peaks "
           f"{peaks['flops'] / 1e9:.1f} GFLOP/s, {peaks['calls'] / 1e9:.2f} G calls/s, "

@@ -206,3 +206,15 @@ def test_methods_of_one_mode():
     result = run_cli("methods", "--mode", "edge")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"edge: {', '.join(methods('edge'))}"
+
+
+# ============================================================================ progress
+@pytest.mark.parametrize("flag, drawn", [("--progress", True), ("--no-progress", False), (None, False)])
+def test_search_progress_bar_on_request_and_quiet_off_a_terminal(graph_file, flag, drawn):
+    # the subprocess's stderr is a pipe, not a terminal: without a flag the bar stays quiet
+    args = ["optimize", str(graph_file), "--method", "anneal", "--time-limit", "0.3", "--seed", "0"]
+    done = run_cli(*args, *([flag] if flag else []))
+    assert done.returncode == 0, done.stderr
+    assert ("best=" in done.stderr) is drawn
+    assert ("bound=" in done.stderr) is drawn
+    assert "Traceback" not in done.stderr

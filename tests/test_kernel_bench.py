@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from jacacc.bench import (
-    Progress,
     bench_kernels,
     get_peer,
     machine_peaks,
@@ -73,12 +72,13 @@ def test_bench_kernels_checks_every_implementation(quick_peaks):
     assert summary[0]["problem"] == "BlackScholes" and summary[0]["N"] == 32
 
 
-def test_progress_bar_reaches_total(capsys):
-    bar = Progress(3)
-    for k in range(3):
-        bar.step(f"step {k}")
-    bar.close()
-    assert "[3/3] ####################" in capsys.readouterr().err
+def test_bench_progress_bar_is_quiet_off_a_terminal_and_drawn_when_asked(capsys, quick_peaks):
+    pytest.importorskip("numba")
+    options = dict(methods=["reverse"], backends=["numpy"], peers=[], sizes=[8, 16], repeat=1, peaks=quick_peaks)
+    bench_kernels("BlackScholes", **options)  # stderr is captured, not a terminal: no bar
+    assert capsys.readouterr().err == ""
+    bench_kernels("BlackScholes", progress=True, **options)
+    assert "2/2" in capsys.readouterr().err
 
 
 def test_cli_bench_end_to_end(tmp_path, capsys):
