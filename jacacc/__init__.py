@@ -38,6 +38,7 @@ from jacacc.errors import (
 )
 from jacacc.expressions import expand_paths, to_expressions
 from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
+from jacacc.jaxpr import from_jax
 from jacacc.linegraph import line_graph
 from jacacc.orders import OrderResult, get_method, methods, register_method
 from jacacc.schedule import Op, Schedule
@@ -100,6 +101,7 @@ __all__ = [
     "compile",
     "eliminate",
     "expand_paths",
+    "from_jax",
     "get_method",
     "line_graph",
     "methods",

@@ -494,3 +494,79 @@ def _erf_partial(x, out):
 @_rule("erfc", 1, _erfc, doc="-2/sqrt(pi)*exp(-x**2)")
 def _erfc_partial(x, out):
     return [-_TWO_OVER_SQRT_PI * exp(-(x**2))]
+
+
+# =========================================================================== front ends (jacacc.jaxpr)
+# Operations a front end needs that NumPy code spells with control flow or
+# without a ufunc: predicates, a two-way select, JAX's logistic and
+# stop_gradient.  Every derivative through a predicate is zero, so a value that
+# only feeds predicates still gets its edges (partial 0, which the code
+# generator skips as a structural zero) and stays on an input→output path.
+# ``where`` and ``logistic`` are also expression functions (jacacc.expr), so
+# that the code generators print the primal program; ``stop_gradient`` is a
+# copy there.
+def _expression_function(name: str, arity: int, numpy_name: str) -> None:
+    """Teach :mod:`jacacc.expr` (and so the code generators) the function ``name``."""
+    from jacacc.expr import FUNCTIONS, NUMPY_NAMES, FunctionSpec
+
+    FUNCTIONS.setdefault(name, FunctionSpec(name, arity, "call"))
+    NUMPY_NAMES.setdefault(name, numpy_name)
+
+
+def _predicate(compare: Callable[..., Any]) -> Callable[..., Any]:
+    def forward(a: Any, b: Any) -> Any:
+        return np.where(compare(a, b), 1.0, 0.0)
+
+    forward.__name__ = compare.__name__
+    return forward
+
+
+def _zero_partials(*operands_and_out: Any) -> list[Expr]:
+    return [Const(0.0)] * (len(operands_and_out) - 1)
+
+
+# [a > b] etc. as a number (1.0 or 0.0): piecewise constant, so both partials are 0
+for _name, _compare, _symbol in (
+    ("gt", np.greater, ">"),
+    ("ge", np.greater_equal, ">="),
+    ("lt", np.less, "<"),
+    ("le", np.less_equal, "<="),
+    ("eq", np.equal, "=="),
+    ("ne", np.not_equal, "!="),
+):
+    register_rule(_name, 2, _predicate(_compare), _zero_partials,
+                  doc=f"0, 0 (the predicate [a {_symbol} b] as 1.0 or 0.0)")
+del _name, _compare, _symbol
+
+
+def _where(condition: Any, a: Any, b: Any) -> Any:
+    return np.where(np.not_equal(condition, 0.0), a, b)
+
+
+@_rule("where", 3, _where, doc="0, [c != 0], [c == 0] for where(c, a, b): a where c is nonzero, else b")
+def _where_partials(c, a, b, out):
+    from jacacc.expr import eq, ne
+
+    return [Const(0.0), ne(c, 0.0), eq(c, 0.0)]
+
+
+_expression_function("where", 3, "np.where")
+
+
+def _logistic(x: Any) -> Any:
+    from scipy.special import expit
+
+    return expit(x)
+
+
+@_rule("logistic", 1, _logistic, aliases=("expit",), doc="out*(1 - out)")
+def _logistic_partial(x, out):
+    return [out * (1.0 - out)]
+
+
+_expression_function("logistic", 1, "scipy.special.expit")
+
+
+@_rule("stop_gradient", 1, np.positive, doc="0 (the value passes, the derivative does not)")
+def _stop_gradient(x, out):
+    return [Const(0.0)]

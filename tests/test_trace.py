@@ -168,6 +168,19 @@ def f_jacacc_functions(x):
     ]
 
 
+def f_frontend(a, b):
+    # the front ends' rules (jacacc.jaxpr): predicates (1.0 / 0.0, zero partials), where,
+    # logistic (also scipy.special.expit), stop_gradient (of a piecewise constant here, so that
+    # finite differences agree)
+    p = jt.gt(a, b)
+    return [
+        jt.where(p, np.sin(a), b**2),
+        jt.where(jt.le(a, 0.5), a, -b) + jt.ge(b, a) + jt.lt(a, b) + jt.eq(a, b) + jt.ne(a, b),
+        jt.logistic(a * b) + sp.expit(b),
+        a * jt.stop_gradient(p),
+    ]
+
+
 def f_mixed(x):
     # a small "real" function: shared subexpressions, constants, object-array ops
     s = np.sum(x**2)
@@ -187,6 +200,7 @@ FUNCTIONS_TABLE = [
     pytest.param(f_special, 2, False, [0.3, -0.8], id="special"),
     pytest.param(f_jacacc_functions, 2, False, [0.6, 1.4], id="jacacc_functions"),
     pytest.param(f_mixed, 3, False, [0.3, -0.6, 1.1], id="mixed"),
+    pytest.param(f_frontend, 2, True, [0.9, -0.4], id="frontend"),
 ]
 
 
@@ -679,7 +693,7 @@ def test_rule_lookup_by_ufunc_name():
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_rule_forward_and_arity(name):
     rule = RULES[name]
-    assert rule.arity in (1, 2)
+    assert rule.arity in (1, 2, 3)
     args = [np.array([0.3, 0.6])] * rule.arity if name != "arccosh" else [np.array([1.3, 1.6])]
     with np.errstate(all="ignore"):
         out = rule(*args)
@@ -799,7 +813,7 @@ def test_expr_evaluate_is_vectorized():
 def test_every_expression_function_evaluates():
     values = {"a": np.array([0.3, 0.6]), "b": np.array([1.2, 1.4])}
     for name, spec in FUNCTIONS.items():
-        args = [Var("b")] if name == "arccosh" else [Var("a"), Var("b")][: spec.arity]
+        args = [Var("b")] if name == "arccosh" else [Var("a"), Var("b"), Var("a")][: spec.arity]
         with np.errstate(all="ignore"):
             got = Apply(name, tuple(args)).evaluate(values)
         assert np.shape(got) == (2,), name
