@@ -7,6 +7,7 @@ accepts), :class:`Plan` out — order, schedule, cost, optimality, bound.
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from jacacc.eliminate import get_engine
-from jacacc.graph import CompGraph, as_graph
+from jacacc.errors import OrderError
+from jacacc.graph import CompGraph, as_graph, real_array
 from jacacc.orders import OrderResult, find_order
 from jacacc.orders.registry import SearchInfo, explicit_order, modes_of
 from jacacc.schedule import Schedule
@@ -98,7 +100,8 @@ class Plan:
     def jacobian(self, partials: Any = None) -> np.ndarray:
         """Evaluate the schedule: on the graph's own partials, or on ``partials``
         of shape ``(..., n_edges)``; returns ``(..., len(outputs), len(inputs))``."""
-        values = self.graph.partial_array() if partials is None else partials
+        # values at points follow IEEE arithmetic (NaN propagates); complex and text are refused
+        values = self.graph.partial_array() if partials is None else real_array(partials, "partials")
         return self.schedule.evaluate(values)
 
     def order_strings(self) -> list[str]:
@@ -185,6 +188,15 @@ def resolve_mode(mode: str | None, method: Any) -> str:
     return "vertex"
 
 
+def _check_seed(seed: Any) -> None:
+    """A seed is None or an integer ≥ 0 (what NumPy's generators and CP-SAT take), refused
+    here rather than deep inside a method's random number generator."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise OrderError(f"seed must be a non-negative integer or None, got {seed!r}")
+
+
 def _accepted(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]:
     """The entries of ``options`` that ``fn`` takes as keyword arguments."""
     params = inspect.signature(fn).parameters
@@ -238,6 +250,7 @@ def optimize(
     [30.0, 42.0]
     """
     g = as_graph(graph)
+    _check_seed(seed)
     mode = resolve_mode(mode, method)
     engine = get_engine(mode)
     engine_options = _accepted(engine, options)

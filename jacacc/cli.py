@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
             "counted from the schedule's own ops."
         ),
     )
-    opt.add_argument("graph", metavar="GRAPH.json", help="graph in the JSON exchange format")
+    opt.add_argument("graph", metavar="GRAPH.json|MODULE:FUNCTION",
+                     help="graph in the JSON exchange format, or a JAX function (traced with jacacc.from_jax; "
+                     "give its argument's shape with --shape)")
+    _add_shape_argument(opt)
     opt.add_argument("--mode", default="vertex", help=f"elimination mode: {' | '.join(modes())} (default: vertex)")
     known = "; ".join(f"{mode}: {', '.join(methods(mode))}" for mode in modes())
     opt.add_argument(
@@ -107,12 +110,15 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
             "The counts (mults, skipped multiplications by structural 0/±1) go to stderr."
         ),
     )
-    comp.add_argument("target", metavar="GRAPH_OR_PROBLEM", help="a zoo problem name or a JSON graph file")
+    comp.add_argument("target", metavar="GRAPH_OR_PROBLEM",
+                      help="a zoo problem name, a JSON graph file, or MODULE:FUNCTION of a JAX function "
+                      "(with --shape)")
+    _add_shape_argument(comp)
     comp.add_argument("--backend", default="numba", help=f"{' | '.join(backends())} (default: numba)")
     comp.add_argument("--method", default="markowitz", help="order method (default: markowitz)")
     comp.add_argument("--mode", default="vertex", help="elimination mode (default: vertex)")
     comp.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    comp.add_argument("--max-statements", type=int, default=None,
+    comp.add_argument("--max-statements", type=_positive_int, default=None,
                       help="numba: split programs longer than this into parts")
     comp.add_argument("-o", "--output", default=None, help="write the source to this file instead of stdout")
 
@@ -131,15 +137,26 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
                        help="backends; 'numba+fastmath' passes fastmath=True (default: numpy numba)")
     bench.add_argument("--peers", nargs="*", default=None,
                        help="peers (default: jax-jacfwd jax-jacrev torch-jacfwd torch-jacrev); none: --peers")
-    bench.add_argument("--sizes", nargs="+", type=int, default=[1_000, 100_000])
+    bench.add_argument("--sizes", nargs="+", type=_positive_int, default=[1_000, 100_000])
     bench.add_argument("--mode", default="vertex")
-    bench.add_argument("--repeat", type=int, default=3)
+    bench.add_argument("--repeat", type=_positive_int, default=3)
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--json", default=None, metavar="PATH", help="write the record here")
     bench.add_argument("--figure", default=None, metavar="PATH", help="write the bar chart here (needs matplotlib)")
     bench.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bar on stderr; default: when stderr is a terminal")
     bench.add_argument("--quick-peaks", action="store_true", help="measure the machine's peaks on small sizes")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (batch sizes, repeats, statement limits)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def _baselines(graph: CompGraph, mode: str) -> dict[str, Plan]:
@@ -169,8 +186,87 @@ def _takes_progress(mode: str, method: str) -> bool:
         return False
 
 
+def _add_shape_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", nargs="*", type=_nonnegative_int, default=None, metavar="N",
+                        help="shape of a JAX function's argument, e.g. --shape 6 or --shape 2 3 "
+                        "(--shape alone: a scalar)")
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a dimension must be >= 0, got {value}")
+    return value
+
+
+def _load_function(spec: str):
+    """``module:function`` → the function; the module is a dotted name importable
+    from the current directory, or a path to a ``.py`` file."""
+    import importlib
+    import importlib.util
+    import os
+
+    module_name, _, attribute = spec.rpartition(":")
+    if not module_name or not attribute:
+        raise JacaccError(f"{spec!r} is not MODULE:FUNCTION")
+    try:
+        if module_name.endswith(".py"):
+            if not os.path.isfile(module_name):
+                raise JacaccError(f"no file {module_name!r} (from {spec!r})")
+            loader_spec = importlib.util.spec_from_file_location(
+                os.path.splitext(os.path.basename(module_name))[0], module_name)
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise JacaccError(f"cannot import module {module_name!r} (from {spec!r}): {exc}") from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise JacaccError(f"module {module_name!r} has no function {attribute!r}")
+    return function
+
+
+def _load_target(target: str, shape: list[int] | None, *, problems: bool):
+    """A zoo problem (``problems=True``: a traced function or a graph), a JSON graph
+    file, or ``MODULE:FUNCTION`` of a JAX function traced with :func:`jacacc.from_jax`
+    at an argument of ``shape``."""
+    import os
+
+    is_function = ":" in target and not os.path.exists(target)
+    if shape is not None and not is_function:
+        raise JacaccError("--shape applies to a MODULE:FUNCTION target only")
+    if problems:
+        from jacacc.problems import get, names
+
+        if target in names():
+            problem = get(target)
+            return problem if problem.kind == "function" else problem.graph()
+    if not is_function:
+        if problems and not os.path.exists(target):
+            from jacacc.problems import names
+
+            raise JacaccError(f"{target!r} is neither a zoo problem, a graph file nor MODULE:FUNCTION; "
+                              f"problems: {', '.join(names())}")
+        return CompGraph.from_json(target)
+    if shape is None:
+        raise JacaccError(f"{target!r} is a function: give its argument's shape with --shape")
+    import numpy as np
+
+    from jacacc.jaxpr import from_jax
+
+    return from_jax(_load_function(target), np.ones(tuple(shape)))
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
-    graph = CompGraph.from_json(args.graph)
+    graph = _load_target(args.graph, args.shape, problems=False)
+    if not isinstance(graph, CompGraph):
+        graph = graph.graph
     options = _search_options(args)
     try:
         plan = optimize(graph, mode=args.mode, method=args.method, seed=args.seed, **options)
@@ -226,19 +322,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    import os
 
     from jacacc.codegen import compile as compile_kernel
-    from jacacc.problems import get, names
 
-    if args.target in names():
-        target = get(args.target)
-        if target.kind != "function":
-            target = target.graph()
-    elif os.path.exists(args.target):
-        target = CompGraph.from_json(args.target)
-    else:
-        raise JacaccError(f"{args.target!r} is neither a zoo problem nor a graph file; problems: {', '.join(names())}")
+    target = _load_target(args.target, args.shape, problems=True)
     options = {} if args.max_statements is None else {"max_statements": args.max_statements}
     kernel = compile_kernel(target, backend=args.backend, method=args.method, mode=args.mode, dtype=args.dtype,
                             backend_options=options)
@@ -256,6 +343,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_bench_names(args: argparse.Namespace, peers: Sequence[str]) -> None:
+    """Unknown backends, methods, modes and peers, refused before the machine's peaks
+    are measured (seconds), so that a typo fails at once."""
+    from jacacc.bench import get_peer
+    from jacacc.codegen import get_backend
+    from jacacc.orders import get_method
+
+    for name in args.backends:
+        backend, *flags = name.split("+")  # "numba+fastmath", as bench_kernels reads it
+        get_backend(backend, **{flag: True for flag in flags})
+    for method in args.methods:
+        get_method(method, args.mode)
+    for peer in peers:
+        get_peer(peer)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from jacacc.bench import (
         bench_kernels,
@@ -271,6 +374,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if problem.kind != "function":
         raise JacaccError(f"problem {args.problem!r} is a graph; bench needs a function problem")
     peers = peer_names() if args.peers is None else args.peers
+    _check_bench_names(args, peers)
     peaks = machine_peaks(quick=args.quick_peaks)
     rows = bench_kernels(problem, methods=args.methods, backends=args.backends, peers=peers, sizes=args.sizes,
                          mode=args.mode, repeat=args.repeat, seed=args.seed, progress=args.progress,

@@ -14,6 +14,17 @@ Conventions enforced on construction:
 * the graph is acyclic and has no duplicate edge;
 * inputs and outputs are ordered: Jacobian rows follow ``outputs``, columns
   follow ``inputs``;
+* a node named in ``inputs`` or ``outputs`` is a node of the graph even when
+  no edge touches it: an input nothing depends on is a zero Jacobian column,
+  an output that depends on nothing (a constant) a zero row.  Every
+  constructor (JSON, :meth:`CompGraph.from_edges`, NetworkX, the plain
+  constructor) adds such nodes; the JSON ``nodes`` list is optional for them;
+* a node cannot be both an input and an output, even an isolated one: an
+  output equal to an input is an identity row, and it needs its own copy node
+  (``[x, "y", 1]``), as does an output that later operations use (the tracer
+  inserts both copies itself).  Accepting the node as both would break the
+  convention the engines rely on (inputs have no in-edges, outputs no
+  out-edges) and make the Jacobian's row and column the same vertex;
 * intermediates that cannot be reached from an input, or cannot reach an
   output, contribute nothing to the Jacobian; they are **pruned with a
   warning** (:class:`PrunedVerticesWarning`) so that every remaining edge lies
@@ -21,13 +32,31 @@ Conventions enforced on construction:
 
 Node ids are strings or integers (the JSON exchange format allows nothing
 else).
+
+Non-finite partials.  A partial stored as a *number* must be finite: NaN or
+±inf given as a number (a JSON ``NaN``/``Infinity`` token, a ``"nan"`` or
+``"inf"`` string, a float passed to :meth:`CompGraph.from_edges`, NetworkX or
+:meth:`CompGraph.with_partials`) is refused with a :class:`GraphError` naming
+the edge.  A graph file with a NaN partial is most likely an exporter bug, and
+RFC 8259 JSON has no NaN or Infinity at all; :meth:`CompGraph.to_json`
+refuses to write one for the same reason.  *Values at points* are another
+matter: partials arrays given to :func:`reference_jacobian`,
+``Plan.jacobian(partials)``, ``Schedule.evaluate``, a traced function's
+``jacobian``/``partials`` and compiled kernels follow IEEE arithmetic, so a
+NaN or infinite point or partial propagates into the result.  A traced
+graph's symbolic partials follow IEEE arithmetic too (``x / 0.0`` has the
+constant partial ``inf``).  A string that looks like a number but does not
+parse as one (``"2,5"``, ``"1.2.3"``) and an expression string with
+unbalanced parentheses are refused as well.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
+import re
 import sys
 import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -76,45 +105,86 @@ def _show(nodes: Iterable[Node], limit: int = 8) -> str:
 
 def _show_one(x: Any) -> str:
     if isinstance(x, tuple) and len(x) == 2:
-        return f"({x[0]!r} → {x[1]!r})"
-    return repr(x)
+        return f"({_clip(x[0])} → {_clip(x[1])})"
+    return _clip(x)
+
+
+def _clip(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so that a huge node id does
+    not turn an error message into a page."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _check_node_id(node: Any, where: str) -> None:
     # bool is an int subclass but a JSON true/false is never meant as a node id
     if isinstance(node, bool) or not isinstance(node, (str, int, np.integer)):
         raise GraphError(
-            f"node id {node!r} in {where} is a {type(node).__name__}; node ids must be strings or integers"
+            f"node id {_clip(node)} in {where} is a {type(node).__name__}; node ids must be strings or integers"
         )
+
+
+# A string of digits, separators and an exponent only: meant as a number, so one
+# that float() refuses ("2,5", "1.2.3", "1e") is a malformed number, not an expression.
+_NUMBER_LIKE = re.compile(r"\s*[+-]?[\d.,_]+(?:[eE][+-]?[\d.,_]*)?\s*")
+
+
+def _finite(value: float, edge: Edge, given: Any) -> float:
+    """``value``, refused when NaN or infinite (see the module docstring)."""
+    if not math.isfinite(value):
+        raise GraphError(
+            f"edge {_show_one(edge)} has a non-finite partial {given!r}; a graph's numeric partials must be "
+            "finite (a NaN or infinite partial in a graph file is most likely an exporter bug). To propagate "
+            "NaN/inf as IEEE values, pass them as partials at evaluation time, e.g. plan.jacobian(partials)"
+        )
+    return value
+
+
+def _check_expression_text(text: str, edge: Edge) -> None:
+    """Refuse partial strings that cannot be an expression: a malformed number,
+    unbalanced parentheses."""
+    if _NUMBER_LIKE.fullmatch(text):
+        raise GraphError(f"edge {_show_one(edge)} has a partial {_clip(text)} that is neither a number nor an expression "
+                         "(a malformed number?)")
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        raise GraphError(f"edge {_show_one(edge)} has a partial expression {_clip(text)} with unbalanced parentheses")
 
 
 def _normalize_partial(value: Any, edge: Edge) -> Any:
     """Return the stored form of a partial: float, symbolic object, string or None.
 
-    Numbers (also numeric strings such as ``"2.5"``) become floats; other
-    strings are kept as expression text; objects with an ``evaluate`` method
-    (:class:`jacacc.expr.Expr`) are kept as symbolic partials; ``None`` marks a
-    structural edge whose value is not known.
+    Numbers (also numeric strings such as ``"2.5"``) become floats and must be
+    finite; other strings are kept as expression text; objects with an
+    ``evaluate`` method (:class:`jacacc.expr.Expr`) are kept as symbolic
+    partials; ``None`` marks a structural edge whose value is not known.
     """
     if value is None:
         return None
     if isinstance(value, bool):
         raise GraphError(f"edge {_show_one(edge)} has a non-numeric partial {value!r} (a boolean)")
     if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, np.ndarray) and value.shape == () and np.issubdtype(value.dtype, np.number):
-        return float(value)
+        return _finite(float(value), edge, value)
+    if (isinstance(value, np.ndarray) and value.shape == () and np.issubdtype(value.dtype, np.number)
+            and not np.issubdtype(value.dtype, np.complexfloating)):
+        return _finite(float(value), edge, value)
     if isinstance(value, str):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             if not value.strip():
                 raise GraphError(f"edge {_show_one(edge)} has an empty partial string") from None
+            _check_expression_text(value, edge)
             return value
+        return _finite(number, edge, value)
     if hasattr(value, "evaluate") and hasattr(value, "variables"):
         return value
     raise GraphError(
-        f"edge {_show_one(edge)} has a non-numeric partial {value!r} (type {type(value).__name__}); "
+        f"edge {_show_one(edge)} has a non-numeric partial {_clip(value)} (type {type(value).__name__}); "
         "a partial is a number, an expression string, or null"
     )
 
@@ -130,7 +200,9 @@ class CompGraph:
         attributes are kept.
     inputs, outputs : sequence of node ids
         The independent and dependent variables, in Jacobian column / row
-        order.  Every other vertex is an intermediate.
+        order.  Every other vertex is an intermediate.  A node named here that
+        ``digraph`` lacks is added as an isolated vertex: a zero Jacobian
+        column (input) or row (output).  No node may be both.
     prune : bool, default True
         Remove (with a :class:`PrunedVerticesWarning`) intermediates that lie on
         no input→output path.  With ``prune=False`` such vertices are an error.
@@ -165,8 +237,8 @@ class CompGraph:
         g = nx.DiGraph()
         g.add_nodes_from(digraph.nodes(data=True))
         g.add_edges_from(digraph.edges(data=True))
-        self._inputs = tuple(inputs)
-        self._outputs = tuple(outputs)
+        self._inputs = _node_list(inputs, "inputs")
+        self._outputs = _node_list(outputs, "outputs")
         self._check_endpoints(g)
         self._check_acyclic(g)
         self._check_edge_directions(g)
@@ -199,17 +271,18 @@ class CompGraph:
             dupes = sorted({repr(n) for n in seq if seq.count(n) > 1})
             if dupes:
                 raise GraphError(f"{name} lists a node more than once: {', '.join(dupes)}")
-            unknown = [n for n in seq if n not in g]
-            if unknown:
-                raise GraphError(f"unknown node(s) in {name}: {_show(unknown)} (not in the graph)")
-        both = set(self._inputs) & set(self._outputs)
+        output_set = set(self._outputs)
+        both = [n for n in self._inputs if n in output_set]
         if both:
             raise GraphError(
-                f"node(s) {_show(both)} listed both as input and output; "
-                "give the output its own copy node with partial 1"
+                f"node(s) {_show(both)} listed both as input and output; an output equal to an input "
+                "(an identity row) needs its own copy node: an edge [input, output, 1]"
             )
         for node in g.nodes:
             _check_node_id(node, "the graph")
+        # A node named as input or output is a node: one no edge touches is a zero
+        # Jacobian column (an unused input) or row (a constant output).
+        g.add_nodes_from(n for n in self._inputs + self._outputs if n not in g)
 
     @staticmethod
     def _check_acyclic(g: nx.DiGraph) -> None:
@@ -219,7 +292,7 @@ class CompGraph:
             cycle = nx.find_cycle(g)
         except nx.NetworkXNoCycle:
             return
-        path = " → ".join(repr(u) for u, _ in cycle) + f" → {cycle[0][0]!r}"
+        path = " → ".join(_clip(u) for u, _ in cycle) + f" → {_clip(cycle[0][0])}"
         raise GraphError(f"the graph has a cycle: {path}")
 
     def _check_edge_directions(self, g: nx.DiGraph) -> None:
@@ -277,9 +350,10 @@ class CompGraph:
     ) -> CompGraph:
         """Build a graph from ``(src, dst[, partial])`` triples.
 
-        ``nodes`` declares vertices that occur in no edge (an input no output
-        depends on, an output that is constant).  Every input and output must
-        occur in an edge or in ``nodes``; a repeated edge is an error.
+        ``nodes`` (optional) declares vertices that occur in no edge.  Inputs
+        and outputs need not be declared there: a node named in ``inputs`` or
+        ``outputs`` is a node even when no edge touches it (a zero Jacobian
+        column / row).  A repeated edge is an error.
 
         Examples
         --------
@@ -287,21 +361,25 @@ class CompGraph:
         (1,)
         """
         g = nx.DiGraph()
-        for node in nodes:
+        for node in _node_list(nodes, "nodes"):
             _check_node_id(node, "nodes")
             g.add_node(node)
+        if isinstance(edges, (str, bytes, Mapping)) or not isinstance(edges, Iterable):
+            raise GraphError(f"edges must be a list of [src, dst] or [src, dst, partial], got "
+                             f"{type(edges).__name__} {_clip(edges)}")
         for pos, item in enumerate(edges):
             if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
                 raise GraphError(
-                    f"edge #{pos} is {item!r}; an edge is [src, dst] or [src, dst, partial]"
+                    f"edge #{pos} is {_clip(item)}; an edge is [src, dst] or [src, dst, partial]"
                 )
             u, v = item[0], item[1]
             _check_node_id(u, f"edge #{pos}")
             _check_node_id(v, f"edge #{pos}")
             if u == v:
-                raise GraphError(f"the graph has a cycle: self-loop on {u!r} (edge #{pos})")
+                raise GraphError(f"the graph has a cycle: self-loop on {_clip(u)} (edge #{pos})")
             if g.has_edge(u, v):
-                raise GraphError(f"duplicate edge ({u!r} → {v!r}) at edge #{g.edges[u, v]['_pos']} and #{pos}")
+                raise GraphError(f"duplicate edge ({_clip(u)} → {_clip(v)}) at edge #{g.edges[u, v]['_pos']} "
+                                 f"and #{pos}")
             g.add_edge(u, v, partial=item[2] if len(item) == 3 else None, _pos=pos)
         order = sorted(g.edges, key=lambda e: g.edges[e]["_pos"])
         for _, _, data in g.edges(data=True):
@@ -386,6 +464,8 @@ class CompGraph:
         for key in ("inputs", "outputs", "edges", "nodes"):
             if key in data and not isinstance(data[key], list):
                 raise GraphError(f"graph JSON key {key!r} must be a list, got {type(data[key]).__name__}")
+        if data.get("name") is not None and not isinstance(data["name"], str):
+            raise GraphError(f"graph JSON key 'name' must be a string, got {type(data['name']).__name__}")
         g = cls.from_edges(data["inputs"], data["outputs"], data["edges"], nodes=data.get("nodes", ()), prune=prune)
         if data.get("name") is not None:
             g._g.graph["name"] = data["name"]
@@ -395,7 +475,9 @@ class CompGraph:
     def to_json(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
         """Return the JSON exchange form (and write it to ``path`` if given).
 
-        Symbolic partials are written as their expression text.
+        Symbolic partials are written as their expression text.  A partial
+        that is a non-finite constant (a traced ``x / 0.0``) cannot be written:
+        graph files hold finite numbers only (see the module docstring).
         """
         isolated = [n for n in self._g.nodes if self._g.degree(n) == 0]
         data: dict[str, Any] = {"inputs": [_plain(n) for n in self._inputs], "outputs": [_plain(n) for n in self._outputs]}
@@ -415,6 +497,9 @@ class CompGraph:
             return [_plain(u), _plain(v)]
         if isinstance(p, Const):  # a constant partial is written as the number it is
             p = p.value
+        if isinstance(p, float) and not math.isfinite(p):
+            raise GraphError(f"cannot write edge {_show_one((u, v))} to JSON: its partial is the constant {p!r}, "
+                             "and graph files hold finite partials only")
         return [_plain(u), _plain(v), p if isinstance(p, (float, str)) else str(p)]
 
     def to_networkx(self) -> nx.DiGraph:
@@ -465,7 +550,7 @@ class CompGraph:
         try:
             return self._edge_index[(u, v)]
         except KeyError:
-            raise GraphError(f"no edge ({u!r} → {v!r}) in the graph") from None
+            raise GraphError(f"no edge {_show_one((u, v))} in the graph") from None
 
     def kind(self, node: Node) -> str:
         self._require_node(node)
@@ -481,7 +566,7 @@ class CompGraph:
 
     def _require_node(self, node: Node) -> None:
         if node not in self._g:
-            raise GraphError(f"unknown node {node!r}")
+            raise GraphError(f"unknown node {_clip(node)}")
 
     def partial(self, u: Node, v: Node) -> Any:
         """The partial stored on edge ``u → v``."""
@@ -586,6 +671,14 @@ class CompGraph:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _node_list(nodes: Any, name: str) -> tuple[Node, ...]:
+    """``inputs`` / ``outputs`` as a tuple; a string or a non-iterable is refused
+    (a string would otherwise be read as one node per character)."""
+    if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable) or isinstance(nodes, Mapping):
+        raise GraphError(f"{name} must be a list of node ids, got {type(nodes).__name__} {_clip(nodes)}")
+    return tuple(nodes)
+
+
 def _reachable(adjacency: Mapping[Node, Iterable[Node]], sources: Iterable[Node]) -> set[Node]:
     """All vertices reachable from ``sources`` (included) along ``adjacency``: one traversal for all."""
     seen = set(sources)
@@ -628,10 +721,12 @@ def _load_json(source: Any) -> Any:
         return source
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if os.path.isdir(path):
+            raise GraphError(f"graph file {path} is a directory")
         if not os.path.isfile(path):
             raise GraphError(f"no such graph file: {path}")
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8-sig") as fh:  # UTF-8, with or without a byte-order mark
                 text = fh.read()
         except UnicodeDecodeError as exc:
             raise GraphError(f"malformed JSON in {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
@@ -669,6 +764,12 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.nda
     Each vertex's row of derivatives with respect to all inputs is the sum over
     its in-edges of partial × the predecessor's row — Bauer's sum over paths of
     products of partials, accumulated in topological order (paper 003 §3).
+    A vertex's row is kept only over its index domain X(j) (the inputs that
+    reach it), so an entry sums over its own paths and nothing else: a
+    structural zero stays an exact 0 and a NaN or infinite partial reaches
+    exactly the entries with a path through its edge (IEEE values at points
+    propagate as they do through every elimination schedule; a dense row would
+    turn ``nan * 0`` into NaN across the row).
 
     Parameters
     ----------
@@ -691,25 +792,66 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.nda
     values = graph.partial_array() if partials is None else _check_partials(graph, partials)
     batch = values.shape[:-1]
     n = len(graph.inputs)
-    eye = np.eye(n)
     column = {node: i for i, node in enumerate(graph.inputs)}
+    # per vertex: the sorted input columns of its index domain, and its tangent over them
+    cols: dict[Node, np.ndarray] = {}
     tangent: dict[Node, np.ndarray] = {}
     g = graph._g
     for node in graph.topological_order:
         if node in graph._input_set:
-            tangent[node] = np.broadcast_to(eye[column[node]], batch + (n,))
+            cols[node] = np.array([column[node]])
+            tangent[node] = np.ones(batch + (1,))
             continue
-        acc = np.zeros(batch + (n,))
-        for pred in g.predecessors(node):
-            acc += values[..., graph.edge_index(pred, node), None] * tangent[pred]
+        preds = list(g.predecessors(node))
+        cols[node] = np.unique(np.concatenate([cols[p] for p in preds])) if preds else np.zeros(0, dtype=int)
+        acc = np.zeros(batch + (len(cols[node]),))
+        for pred in preds:
+            where = np.searchsorted(cols[node], cols[pred])
+            acc[..., where] += values[..., graph.edge_index(pred, node), None] * tangent[pred]
         tangent[node] = acc
-    if not graph.outputs:
-        return np.zeros(batch + (0, n))
-    return np.stack([tangent[o] for o in graph.outputs], axis=-2)
+    jac = np.zeros(batch + (len(graph.outputs), n))
+    for row, out in enumerate(graph.outputs):
+        jac[..., row, cols[out]] = tangent[out]
+    return jac
+
+
+def real_array(values: Any, what: str, error: type[Exception] = GraphError) -> np.ndarray:
+    """``values`` as a float64 array; complex and non-numeric data are refused with ``error``.
+
+    Integers, booleans, float32 and object arrays of real numbers are
+    converted; NaN and inf are kept (values at points follow IEEE arithmetic).
+    A complex array is refused rather than cast, which would silently drop its
+    imaginary part: jacacc computes real Jacobians.
+
+    Examples
+    --------
+    >>> real_array([1, 2], "points")
+    array([1., 2.])
+    >>> real_array([1j], "points")
+    Traceback (most recent call last):
+    ...
+    jacacc.errors.GraphError: points are complex (dtype complex128); jacacc computes real Jacobians: pass real numbers (e.g. the real part)
+    """
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise error(f"{what} must be an array of real numbers: {exc}") from None
+    if arr.dtype.kind == "c":
+        raise error(f"{what} are complex (dtype {arr.dtype}); jacacc computes real Jacobians: pass real numbers "
+                    "(e.g. the real part)")
+    if arr.dtype.kind in "biuf":
+        return arr.astype(float, copy=False)
+    if arr.dtype.kind in "USV":  # numeric text would convert, but points and partials are numbers
+        raise error(f"{what} must be real numbers, got an array of dtype {arr.dtype}")
+    try:
+        return arr.astype(float)
+    except (TypeError, ValueError):
+        raise error(f"{what} must be real numbers, got an array of dtype {arr.dtype}"
+                    + (f" holding e.g. {_clip(arr.flat[0])}" if arr.size else "")) from None
 
 
 def _check_partials(graph: CompGraph, partials: Any) -> np.ndarray:
-    values = np.asarray(partials, dtype=float)
+    values = real_array(partials, "partials")
     if values.ndim == 0 or values.shape[-1] != graph.n_edges:
         raise GraphError(
             f"partials must have shape (..., {graph.n_edges}) (one value per edge), got {values.shape}"

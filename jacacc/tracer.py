@@ -58,10 +58,10 @@ import numpy as np
 
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.expr import Const, Expr, Var
-from jacacc.graph import CompGraph, reference_jacobian
+from jacacc.graph import CompGraph, real_array, reference_jacobian
 from jacacc.rules import RULES, Rule, get_rule
 
-__all__ = ["TraceError", "Traced", "Tracer", "apply_rule", "trace"]
+__all__ = ["TraceError", "TraceSignatureError", "Traced", "Tracer", "apply_rule", "trace"]
 
 Node = Hashable
 
@@ -429,6 +429,28 @@ def _positional_parameters(f: Callable[..., Any]) -> int | None:
     return sum(p.kind in kinds for p in params)
 
 
+class TraceSignatureError(TraceError, TypeError):
+    """``f``'s signature does not take the arguments :func:`trace` passes.
+
+    A :class:`~jacacc.errors.TraceError` that is also the ``TypeError`` Python
+    itself would raise on calling ``f`` with the wrong number of arguments.
+    """
+
+
+def _check_arity(f: Callable[..., Any], n_args: int, n_inputs: int, unpack: bool) -> None:
+    """Refuse, before calling it, an ``f`` that cannot take the arguments ``trace`` passes."""
+    try:
+        inspect.signature(f).bind(*range(n_args))
+    except TypeError as exc:
+        call = f"f(x0, ..., x{n_inputs - 1})" if unpack else "f(x) with x a vector of the inputs"
+        raise TraceSignatureError(
+            f"f cannot be called as {call} (n_inputs={n_inputs}): {exc}; trace calls f(x), or "
+            f"f(x0, x1, ...) when f has exactly n_inputs positional parameters"
+        ) from None
+    except ValueError:  # builtins without a signature: let the call decide
+        pass
+
+
 def trace(f: Callable[..., Any], n_inputs: int, *, unpack: bool | None = None) -> Traced:
     """Trace ``f`` of ``n_inputs`` real inputs into a computational graph.
 
@@ -479,6 +501,7 @@ def trace(f: Callable[..., Any], n_inputs: int, *, unpack: bool | None = None) -
     n_inputs = int(n_inputs)
     if unpack is None:
         unpack = n_inputs > 1 and _positional_parameters(f) == n_inputs
+    _check_arity(f, n_inputs if unpack else 1, n_inputs, unpack)
     tape = _Tape(n_inputs)
     inputs = [Tracer(tape, i) for i in range(n_inputs)]
     try:
@@ -634,7 +657,8 @@ class Traced:
 
     # ---------------------------------------------------------------- evaluation
     def _points(self, x: Any) -> np.ndarray:
-        arr = np.asarray(x, dtype=float)
+        # ints, float32, strided or read-only arrays are converted; complex is refused, not cast
+        arr = real_array(x, "points", TraceError)
         if arr.ndim == 0 and self.n_inputs == 1:
             arr = arr.reshape(1)
         if arr.ndim == 0 or arr.shape[-1] != self.n_inputs:
@@ -710,7 +734,16 @@ class Traced:
         pts = self._points(x)
         if pts.ndim != 1:
             raise TraceError(f"linearize takes one point of shape ({self.n_inputs},), got {pts.shape}")
-        return self.graph.with_partials([float(p) for p in self.partials(pts)])
+        values = self.partials(pts)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:  # a CompGraph holds finite partials only (jacacc.graph)
+            u, v = self.graph.edges[bad[0]]
+            raise TraceError(
+                f"linearize: at this point {bad.size} partial(s) are not finite, e.g. ({u!r} → {v!r}) = "
+                f"{float(values[bad[0]])!r}; a linearized graph holds finite partials only. jacobian(x) and partials(x) "
+                "evaluate at the point and propagate NaN/inf"
+            )
+        return self.graph.with_partials([float(p) for p in values])
 
     def jacobian(self, x: Any, method: Any = "markowitz", mode: str = "vertex", **options: Any) -> np.ndarray:
         """The Jacobian at ``x`` through an elimination plan: shape ``(..., m, n)``.

@@ -134,10 +134,6 @@ def test_self_loop():
                      r"edge \('x' → 'y'\) has an empty partial string", id="partial-blank"),
         pytest.param(["x"], ["y"], [("x", "y", 1), ("x", "y", 2)],
                      r"duplicate edge \('x' → 'y'\) at edge #0 and #1", id="duplicate-edge"),
-        pytest.param(["x", "q"], ["y"], [("x", "y", 1)],
-                     r"unknown node\(s\) in inputs: 'q'", id="unknown-input"),
-        pytest.param(["x"], ["y", "q"], [("x", "y", 1)],
-                     r"unknown node\(s\) in outputs: 'q'", id="unknown-output"),
         pytest.param(["x"], ["x"], [("x", "y", 1)],
                      r"node\(s\) 'x' listed both as input and output", id="input-and-output"),
         pytest.param(["x", "x"], ["y"], [("x", "y", 1)],
@@ -165,6 +161,16 @@ def test_self_loop():
 def test_bad_graphs_from_edges(inputs, outputs, edges, pattern):
     with pytest.raises(GraphError, match=pattern):
         CompGraph.from_edges(inputs, outputs, edges)
+
+
+def test_inputs_and_outputs_in_no_edge_are_nodes():
+    # a node named in inputs / outputs is a node: a zero column / row (tests/test_isolated_nodes.py)
+    g = CompGraph.from_edges(["x", "q"], ["y"], [("x", "y", 1)])
+    assert g.kind("q") == "input" and g.digraph.degree("q") == 0
+    assert_close(reference_jacobian(g), [[1.0, 0.0]])
+    g = CompGraph.from_edges(["x"], ["y", "q"], [("x", "y", 1)])
+    assert g.kind("q") == "output" and g.digraph.degree("q") == 0
+    assert_close(reference_jacobian(g), [[1.0], [0.0]])
 
 
 def test_graph_error_is_a_value_error():
@@ -449,9 +455,10 @@ def test_json_without_isolated_nodes_has_no_nodes_key():
     assert "nodes" not in CompGraph.from_edges(["x"], ["y"], [("x", "y", 1)]).to_json()
 
 
-def test_a_node_id_missing_from_edges_and_nodes_is_unknown():
-    with pytest.raises(GraphError, match=r"unknown node\(s\) in outputs: 'c'"):
-        CompGraph.from_json({"inputs": ["x"], "outputs": ["y", "c"], "edges": [["x", "y", 1]]})
+def test_a_node_id_missing_from_edges_and_nodes_is_a_constant_output():
+    g = CompGraph.from_json({"inputs": ["x"], "outputs": ["y", "c"], "edges": [["x", "y", 1]]})
+    assert g.kind("c") == "output"
+    assert_close(reference_jacobian(g), [[1.0], [0.0]])
 
 
 def test_int_node_ids_round_trip(tmp_path):
@@ -462,9 +469,12 @@ def test_int_node_ids_round_trip(tmp_path):
     assert back == g
     assert back.inputs == (0, 1) and back.outputs == (3,) and back.intermediates == (2,)
     assert all(type(n) is int for n in back.digraph.nodes)
-    # ints and their string spellings are different nodes
-    with pytest.raises(GraphError, match=r"unknown node\(s\) in inputs: '0'"):
-        CompGraph.from_json({"inputs": ["0"], "outputs": [3], "edges": [[0, 3, 1]]})
+    # ints and their string spellings are different nodes: input "0" is unused, and
+    # vertex 0 (fed by no input) is pruned with a warning that names it
+    with pytest.warns(PrunedVerticesWarning, match=r"pruned 1 intermediate\(s\) on no input→output path: 0$"):
+        g = CompGraph.from_json({"inputs": ["0"], "outputs": [3], "edges": [[0, 3, 1]]})
+    assert g.inputs == ("0",) and 0 not in g.digraph
+    assert_close(reference_jacobian(g), [[0.0]])
 
 
 def test_numpy_integer_node_ids_become_plain_ints():

@@ -29,6 +29,7 @@ jacacc.errors.RegistryError: unknown backend 'fortran'; valid backends: cupy, nu
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from jacacc.codegen.base import Backend, CodePrinter, Program, lower
@@ -90,11 +91,28 @@ def get_backend(backend: str | type[Backend] | Backend, **options: Any) -> Backe
             raise TypeError("backend options are given to a backend name or class, not to an instance")
         return backend
     if isinstance(backend, type) and issubclass(backend, Backend):
-        return backend(**options)
-    cls = _BACKENDS.get(backend) if isinstance(backend, str) else None
-    if cls is None:
-        raise RegistryError(f"unknown backend {backend!r}; valid backends: {', '.join(backends())}")
+        cls = backend
+    else:
+        cls = _BACKENDS.get(backend) if isinstance(backend, str) else None
+        if cls is None:
+            raise RegistryError(f"unknown backend {backend!r}; valid backends: {', '.join(backends())}")
+    _check_options(cls, options)
     return cls(**options)
+
+
+def _check_options(cls: type[Backend], options: dict[str, Any]) -> None:
+    """Refuse options the backend's constructor does not take, naming the ones it does."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to check against: let the constructor decide
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        takes = ", ".join(params) or "no options"
+        raise RegistryError(f"backend {getattr(cls, 'name', cls.__name__)!r} does not accept option(s) "
+                            f"{', '.join(unknown)}; it takes: {takes}")
 
 
 def backends() -> list[str]:

@@ -63,7 +63,7 @@ import numpy as np
 
 from jacacc.errors import GraphError, UnsupportedOperationError
 from jacacc.expr import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var
-from jacacc.graph import CompGraph
+from jacacc.graph import CompGraph, real_array
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
 
 __all__ = ["Backend", "CodePrinter", "Program", "Statement", "fingerprint", "lower", "register_source"]
@@ -236,7 +236,9 @@ class _Lowering:
     def primal(self) -> bool:
         """Emit the vertex values; False when the graph has no primal program."""
         nodes = self.graph.digraph.nodes
-        if any("op" not in nodes[n] for n in self.graph.topological_order if n not in self.graph.inputs):
+        # inputs too: the loop below reads every vertex's op, and a graph of inputs only
+        # (no outputs, say) built by hand has no primal program either
+        if any("op" not in nodes[n] for n in self.graph.topological_order):
             return False
         # common subexpressions: a tracer records ``exp(x0)`` once per call in the user's code;
         # the same operation of the same operands is computed once and its vertices share the name
@@ -249,7 +251,7 @@ class _Lowering:
             if op == "const":
                 continue  # a constant output: its value is printed at the store
             operands = tuple(Var(self.names[a]) if not isinstance(a, float) else Const(a) for a in args)
-            if op == "copy" or op == "pos":
+            if op in ("copy", "pos", "stop_gradient"):  # the operand's value under another name
                 self.names[node] = operands[0].name if isinstance(operands[0], Var) else self.names[node]
                 continue
             spec = FUNCTIONS.get(op)
@@ -596,11 +598,25 @@ class Backend:
 
 
 def as_points(X: Any, n_inputs: int, dtype: str) -> tuple[np.ndarray, bool]:
-    """``X`` as a C-contiguous ``(N, n)`` array of ``dtype``; the flag says a single point was given."""
-    arr = np.asarray(X)
+    """``X`` as a C-contiguous, writeable ``(N, n)`` array of ``dtype``; the flag says a
+    single point was given.
+
+    Integer, boolean and other-precision float points are converted to the
+    kernel's ``dtype`` (float64 points to a float32 kernel are rounded); strided,
+    transposed, Fortran-order and read-only arrays are copied.  Complex points
+    are refused (casting would drop the imaginary part), as are strings.
+    """
+    arr = np.asarray(X) if isinstance(X, np.ndarray) else real_array(X, "points")
+    if arr.dtype.kind not in "biuf":
+        arr = real_array(arr, "points")  # complex and strings refused, object arrays of reals converted
     single = arr.ndim == 1
     if single:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != n_inputs:
         raise GraphError(f"points must have shape (N, {n_inputs}) or ({n_inputs},), got {np.shape(X)}")
-    return np.ascontiguousarray(arr, dtype=dtype), single
+    pts = np.ascontiguousarray(arr, dtype=dtype)
+    if not pts.flags.writeable:
+        # the kernels only read X, but Numba compiles a separate specialization for a
+        # read-only array (seconds); a copy costs far less
+        pts = pts.copy()
+    return pts, single

@@ -42,6 +42,7 @@ _CUDA_NAMES = {
     "erfc": "erfc", "arctan2": "atan2", "hypot": "hypot", "fmax": "fmax", "fmin": "fmin",
     "sign": "jc_sign", "square": "jc_square", "reciprocal": "jc_reciprocal",
     "maximum": "jc_maximum", "minimum": "jc_minimum",
+    "where": "jc_where", "logistic": "jc_logistic",
 }
 
 _HELPERS = """\
@@ -52,6 +53,9 @@ __device__ __forceinline__ real jc_reciprocal(real a) { return (real)1 / a; }
 // np.maximum / np.minimum propagate NaN (fmax / fmin ignore it)
 __device__ __forceinline__ real jc_maximum(real a, real b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ real jc_minimum(real a, real b) { return (a < b || a != a) ? a : b; }
+// the front ends' rules (jacacc.rules): where(c, a, b) picks a where c is nonzero; logistic
+__device__ __forceinline__ real jc_where(real c, real a, real b) { return c != (real)0 ? a : b; }
+__device__ __forceinline__ real jc_logistic(real a) { return (real)1 / ((real)1 + exp(-a)); }
 """
 
 

@@ -142,6 +142,10 @@ class Kernel:
         Parameters
         ----------
         X : array_like
+            Real points.  Integers and other float precisions are converted to the
+            kernel's dtype (float64 points to a float32 kernel are rounded); strided,
+            Fortran-order and read-only arrays are copied; complex points are refused
+            (:class:`~jacacc.errors.GraphError`).  NaN and inf follow IEEE arithmetic.
         out : (V, J), optional
             C-contiguous arrays of the kernel's dtype and the result shapes to write
             into (either may be None).  Evaluating many batches into the same
@@ -301,7 +305,11 @@ def compile_kernel(
 
     graph = _graph_of(f)
     instance = get_backend(backend, **dict(backend_options or {}))
-    dtype_name = np.dtype(dtype).name
+    try:
+        dtype_name = np.dtype(dtype).name
+    except TypeError:
+        raise RegistryError(f"unknown dtype {dtype!r}; backend {instance.name!r} supports: "
+                            f"{', '.join(instance.dtypes)}") from None
     if dtype_name not in instance.dtypes:
         raise RegistryError(
             f"backend {instance.name!r} does not support dtype {dtype_name!r}; supported: {', '.join(instance.dtypes)}"

@@ -50,8 +50,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc.codegen.base import Backend, CodePrinter, Program, Statement, register_source
-from jacacc.errors import require_extra
-from jacacc.expr import NUMPY_NAMES, Expr
+from jacacc.errors import RegistryError, require_extra
+from jacacc.expr import NUMPY_NAMES, PREC_ADD, PREC_NEG, Apply, Expr
 
 __all__ = ["NumbaBackend", "NumbaPrinter", "block_size"]
 
@@ -233,6 +233,8 @@ def _functions_used(prog: Program) -> set[str]:
         fn = getattr(e, "fn", None)
         if fn is not None:
             used.add(fn)
+            if fn == "logistic":  # printed through exp (NumbaPrinter.print_call)
+                used.add("exp")
         stack.extend(e.args)
     return used
 
@@ -263,6 +265,17 @@ class NumbaPrinter(CodePrinter):
             self.function_names = {**self.function_names, **{f: f"_{f}" for f in VECTOR_MATH}}
         self.block = MAX_BLOCK
         self.rows: dict[str, int] = {}
+
+    def print_call(self, expr: Apply) -> str:
+        """Calls; ``where(c, a, b)`` as a conditional expression and ``logistic(x)`` as
+        ``1/(1 + exp(-x))`` (neither has a scalar NumPy function that Numba compiles)."""
+        if expr.fn == "where":
+            c, a, b = (self.parenthesize(x, PREC_ADD) for x in expr.args)
+            return f"({a} if {c} != 0.0 else {b})"
+        if expr.fn == "logistic":
+            x = self.parenthesize(expr.args[0], PREC_NEG + 1)
+            return f"(1.0 / (1.0 + {self.function_names['exp']}(-{x})))"
+        return super().print_call(expr)
 
     # ---------------------------------------------------------------- buffer rows
     def row(self, k: int) -> str:
@@ -372,6 +385,11 @@ class NumbaPrinter(CodePrinter):
         return "\n".join(lines) + "\n"
 
 
+def _positive_int(value: Any) -> bool:
+    """An integer ≥ 1 (NumPy integers too; not a bool, a float or a numeric string)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
 class NumbaBackend(Backend):
     """``@njit(parallel=True)``: a ``prange`` over blocks of points, each block
     computed points-minor by a loop LLVM vectorizes; float64 and float32.
@@ -407,15 +425,15 @@ class NumbaBackend(Backend):
 
     def __init__(self, max_statements: int = 1500, fastmath: bool | Any = False, block: int | None = None,
                  vector_math: bool | str = "auto") -> None:
-        if int(max_statements) < 1:
-            raise ValueError(f"max_statements must be positive, got {max_statements!r}")
-        if block is not None and int(block) < 1:
-            raise ValueError(f"block must be positive, got {block!r}")
+        if not _positive_int(max_statements):
+            raise RegistryError(f"numba backend: max_statements must be a positive integer, got {max_statements!r}")
+        if block is not None and not _positive_int(block):
+            raise RegistryError(f"numba backend: block must be a positive integer, got {block!r}")
         self.max_statements = int(max_statements)
         self.fastmath = fastmath if isinstance(fastmath, bool) else frozenset(fastmath)
         self.block = None if block is None else int(block)
         if vector_math != "auto" and not isinstance(vector_math, bool):
-            raise ValueError(f"vector_math must be True, False or 'auto', got {vector_math!r}")
+            raise RegistryError(f"numba backend: vector_math must be True, False or 'auto', got {vector_math!r}")
         self.vector_math = vector_math
 
     def generate(self, prog: Program, dtype: str) -> str:

@@ -30,7 +30,11 @@ __all__ = ["NumpyBackend", "NumpyKernelPrinter"]
 class NumpyKernelPrinter(CodePrinter):
     """Print a Program as a vectorized NumPy function ``kernel(X) -> (V, J)``."""
 
-    function_names: ClassVar[dict[str, str]] = dict(NUMPY_NAMES)
+    # where / logistic (front-end rules, jacacc.rules) are named here too: this class may be
+    # created before jacacc.rules adds them to NUMPY_NAMES
+    function_names: ClassVar[dict[str, str]] = {
+        **NUMPY_NAMES, "where": "np.where", "logistic": "scipy.special.expit",
+    }
 
     def header(self, prog: Program, name: str) -> list[str]:
         return [

@@ -678,9 +678,26 @@ def _mode_search(mode: str, default_limit: float | None):
         return branch_and_bound(graph, mode, seed=seed, time_limit=time_limit, hint_time=hint_time,
                                 max_states=max_states, progress=progress)
 
+    if mode == "face":
+        search = finder
+
+        def finder(graph: CompGraph, *, seed: int | None = None, time_limit: float | None = default_limit,
+                   workers: int = 8, hint_time: float | None = None, max_states: int = 2_000_000,
+                   progress: ProgressCallback | None = None, rule: Any = None) -> OrderResult:
+            # optimize passes face mode's `rule` to the method too; the search's states
+            # follow Naumann's rule, so any other is refused as the exhaustive search does
+            from jacacc.eliminate.face import face_rule
+
+            if face_rule(rule) != face_rule("naumann"):
+                raise OrderError(f"the face branch-and-bound search covers Naumann's rule only, "
+                                 f"not {face_rule(rule).name!r}")
+            return search(graph, seed=seed, time_limit=time_limit, workers=workers, hint_time=hint_time,
+                          max_states=max_states, progress=progress)
+
     finder.__name__ = f"{'optimal' if default_limit is None else 'cpsat'}_{mode}"
     finder.__doc__ = (f"Best-first branch-and-bound for {mode} mode (see :func:`branch_and_bound`); "
-                      f"time_limit default {default_limit}.")
+                      f"time_limit default {default_limit}."
+                      + (" ``rule`` may only name Naumann's rule." if mode == "face" else ""))
     return finder
 
 
