@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems = args.problems or zoo_functions()
     peaks = machine_peaks()
-    print(f"peaks: {peaks['flops'] / 1e9:.1f} GFLOP/s, {peaks['calls'] / 1e9:.2f} G libm calls/s, "
+    print(f"peaks: {peaks['flops'] / 1e9:.1f} GFLOP/s, {peaks['calls'] / 1e9:.2f} G calls/s (libm {peaks['libm_calls'] / 1e9:.2f}, vector helpers {peaks['vector_calls'] / 1e9:.2f}), "
           f"{peaks['bandwidth'] / 1e9:.1f} GB/s", flush=True)
     params = {"problems": problems, "methods": args.methods, "backends": args.backends, "peers": args.peers,
               "skip": args.skip,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from jacacc.api import Plan, optimize
+from jacacc.api import Plan, optimize, resolve_mode
 from jacacc.eliminate import modes
 from jacacc.errors import JacaccError
 from jacacc.graph import CompGraph
@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="graph in the JSON exchange format, or a JAX function (traced with jacacc.from_jax; "
                      "give its argument's shape with --shape)")
     _add_shape_argument(opt)
-    opt.add_argument("--mode", default="vertex", help=f"elimination mode: {' | '.join(modes())} (default: vertex)")
+    opt.add_argument("--mode", default=None,
+                     help=f"elimination mode: {' | '.join(modes())} (default: vertex, or the one mode the "
+                     "method is registered in: structure for dstar, blocks, levels)")
     known = "; ".join(f"{mode}: {', '.join(methods(mode))}" for mode in modes())
     opt.add_argument(
         "--method",
@@ -116,7 +118,9 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
     _add_shape_argument(comp)
     comp.add_argument("--backend", default="numba", help=f"{' | '.join(backends())} (default: numba)")
     comp.add_argument("--method", default="markowitz", help="order method (default: markowitz)")
-    comp.add_argument("--mode", default="vertex", help="elimination mode (default: vertex)")
+    comp.add_argument("--mode", default=None,
+                      help="elimination mode (default: vertex, or the method's only mode: structure for dstar, "
+                      "blocks, levels)")
     comp.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     comp.add_argument("--max-statements", type=_positive_int, default=None,
                       help="numba: split programs longer than this into parts")
@@ -264,6 +268,7 @@ def _load_target(target: str, shape: list[int] | None, *, problems: bool):
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    args.mode = resolve_mode(args.mode, args.method)
     graph = _load_target(args.graph, args.shape, problems=False)
     if not isinstance(graph, CompGraph):
         graph = graph.graph
@@ -322,6 +327,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    args.mode = resolve_mode(args.mode, args.method)
 
     from jacacc.codegen import compile as compile_kernel
 

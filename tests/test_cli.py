@@ -294,3 +294,14 @@ def test_jax_target_errors_are_one_line(jax_module, args, message):
     assert done.returncode != 0
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("method", ["dstar", "blocks", "levels"])
+def test_structure_methods_need_no_mode_in_the_cli(graph_file, method):
+    # the API resolves the mode a structure method is registered in; so does the CLI
+    done = run_cli("optimize", str(graph_file), "--method", method, "--json")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    plan = optimize(CompGraph.from_json(str(graph_file)), method=method)
+    assert record["mode"] == "structure" == plan.mode
+    assert record["mults"] == plan.mults
