@@ -150,3 +150,25 @@ def test_realization_experiment_replays_every_realized_sequence(tmp_path):
         # vertex orders are always realized with their own count, optimal ones too (Proposition 1)
         assert summary[f"{family} vertex:markowitz"]["same_count"] == 2
         assert summary[f"{family} vertex:optimal"]["same_count"] == 2
+
+
+def test_frontend_sizes_record_matches_both_front_ends(tmp_path):
+    pytest.importorskip("jax")
+    import numpy as np
+
+    from jacacc.jaxpr import from_jax
+    from jacacc.problems.jax_functions import FUNCTIONS
+
+    script = load_script("frontend_sizes")
+    assert script.main(["--problems", "BlackScholes", "HumanHeartDipole", "--out", str(tmp_path)]) == 0
+    rows = read_record(tmp_path / "frontend_sizes.json")["results"]["rows"]
+    assert [r["problem"] for r in rows] == ["BlackScholes", "HumanHeartDipole"]
+    for r in rows:
+        problem = problems.get(r["problem"])
+        numpy_graph = problem.trace().graph
+        jax_graph = from_jax(FUNCTIONS[r["problem"]], np.ones(problem.n_inputs)).graph
+        for front_end, graph in (("numpy", numpy_graph), ("jax", jax_graph)):
+            assert r[front_end]["edges"] == graph.n_edges
+            assert r[front_end]["intermediates"] == len(graph.intermediates)
+            assert r[front_end]["markowitz_mults"] == jacacc.optimize(graph, method="markowitz").mults
+        assert r["max_rel_error_vs_jacfwd"] <= 1e-10
