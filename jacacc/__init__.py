@@ -57,6 +57,7 @@ LAZY_SUBMODULES: tuple[str, ...] = (
     "plot",
     "problems",
     "relations",
+    "tensor",
     "verify",
 )
 

@@ -48,6 +48,24 @@ class Recorder(Protocol):
     def remove(self, edge: Edge) -> None: ...
 
 
+class EdgeAlgebra(Recorder, Protocol):
+    """What an edge carries, seen by the engines: a :class:`Recorder` that keeps
+    each edge's value and prices a combination before it is made.
+
+    The scalar core needs none: a scalar product costs one multiplication, so
+    the cost of eliminating ``j`` is the Markowitz degree ``|P(j)|·|S(j)|``.
+    Where an edge carries a tensor (paper 002: an Einstein factor, see
+    :mod:`jacacc.tensor.factor`) the product ``(i, k) += (j, k)·(i, j)`` is an
+    einsum whose cost is its FLOP count on the stored shapes.  A graph whose
+    edges carry such values offers ``graph.edge_algebra()``; every
+    :class:`EliminationGraph` built on it (the engines' and the order
+    heuristics') then tracks the values and reports costs in the algebra's
+    unit, so the same engines and order methods serve both.
+    """
+
+    def combine_cost(self, i: Node, j: Node, k: Node, *, new: bool) -> int: ...
+
+
 class EliminationGraph:
     """Structural state of an elimination in progress.
 
@@ -58,6 +76,17 @@ class EliminationGraph:
     """
 
     def __init__(self, graph: CompGraph, recorder: Recorder | None = None) -> None:
+        # a graph with non-scalar edges brings its algebra; a recorder passed in
+        # that is one (the tensor derivative's) is used as it
+        if hasattr(recorder, "combine_cost"):
+            self.algebra: EdgeAlgebra | None = recorder  # type: ignore[assignment]
+        elif hasattr(graph, "edge_algebra"):
+            if recorder is not None:
+                raise TypeError("a graph with an edge algebra records through it; pass no other recorder")
+            self.algebra = graph.edge_algebra()
+            recorder = self.algebra
+        else:
+            self.algebra = None
         self.inputs = graph.inputs
         self.outputs = graph.outputs
         self.rank: dict[Node, int] = {v: i for i, v in enumerate(graph.topological_order)}
@@ -93,8 +122,13 @@ class EliminationGraph:
                 yield (u, v)
 
     def markowitz(self, j: Node) -> int:
-        """Markowitz degree |P(j)|·|S(j)|: the cost of eliminating vertex ``j`` now."""
-        return len(self.preds[j]) * len(self.succs[j])
+        """The cost of eliminating vertex ``j`` now: the Markowitz degree
+        |P(j)|·|S(j)| of scalar edges, or the sum of the edge algebra's costs
+        of its combinations (FLOPs of tensor edges)."""
+        if self.algebra is None:
+            return len(self.preds[j]) * len(self.succs[j])
+        succs = self.succs[j]
+        return sum(self.algebra.combine_cost(i, j, k, new=k not in self.succs[i]) for i in self.preds[j] for k in succs)
 
     def vertex_fill_in(self, j: Node) -> int:
         """Number of new edges vertex elimination of ``j`` would create."""

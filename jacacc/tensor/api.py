@@ -1,0 +1,372 @@
+"""The public tensor-calculus API: grad, jacobian, hessian, vjp, jvp (paper 002).
+
+Each transformation traces ``f`` once per argument shapes and dtype, derives
+the derivative *expression* by vertex elimination on the tensor graph in the
+chosen ``mode``, simplifies it, plans it (:class:`~jacacc.tensor.evaluate.Program`)
+and caches the plan; later calls only evaluate.  A Hessian is the derivative
+of the Jacobian expression, so every mode applies to both passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import RegistryError, TraceError
+from jacacc.tensor.derive import derivative_factors, tensor_modes
+from jacacc.tensor.evaluate import Program, array_module
+from jacacc.tensor.expr import Tensor, flops_of, render, var, zeros
+from jacacc.tensor.factor import Factor, materialize
+from jacacc.tensor.graph import tensor_graph
+from jacacc.tensor.trace import TracedFunction, trace
+
+__all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
+           "jvp", "vjp"]
+
+
+# ---------------------------------------------------------------------------- checking arguments
+def _check_mode(mode: Any) -> str:
+    valid = tensor_modes()
+    if not isinstance(mode, str) or mode not in valid:
+        raise RegistryError(f"unknown mode {mode!r}; valid modes: {', '.join(valid)}")
+    return mode
+
+
+def _check_argnum(argnum: Any, n: int) -> int:
+    if isinstance(argnum, bool) or not isinstance(argnum, int | np.integer):
+        raise TypeError(f"argnum must be an int, got {type(argnum).__name__}")
+    if not -n <= argnum < n:
+        raise ValueError(f"argnum {argnum} is out of range for a function called with {n} argument(s)")
+    return int(argnum) % n
+
+
+def _as_array(a: Any, position: int, differentiated: bool) -> Any:
+    """``a`` as a NumPy (or CuPy) array; complex refused, integers refused where differentiated."""
+    if not type(a).__module__.startswith("cupy"):
+        a = np.asarray(a)
+    if a.dtype.kind == "c":
+        raise TypeError(f"argument {position} is complex ({a.dtype}); jacacc.tensor differentiates real arrays")
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"argument {position} has dtype {a.dtype}; jacacc.tensor takes real numeric arrays")
+    if differentiated and a.dtype.kind != "f":
+        raise TypeError(f"argument {position} has dtype {a.dtype}: the differentiated argument must be "
+                        "float32 or float64 (an integer argument has no derivative)")
+    return a
+
+
+def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[list[Any], np.dtype, tuple]:
+    arrays = [_as_array(a, k, k in wrt) for k, a in enumerate(args)]
+    floats = [a.dtype for a in arrays if a.dtype.kind == "f"]
+    dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
+    dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+    xp = array_module(arrays)
+    arrays = [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
+    key = (tuple(tuple(a.shape) for a in arrays), dtype.str, xp.__name__)
+    return arrays, dtype, key
+
+
+# ---------------------------------------------------------------------------- derivative expressions
+def _zero_factor(out_shape: tuple[int, ...], inp_shape: tuple[int, ...]) -> Factor:
+    letters = "".join(chr(ord("a") + k) for k in range(len(out_shape) + len(inp_shape)))
+    return Factor.from_letters(zeros(out_shape + inp_shape), letters, letters[: len(out_shape)],
+                               letters[len(out_shape):], out_shape, inp_shape)
+
+
+def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Factor, int, list[Hashable]]:
+    """∂y/∂x as a factor (δs symbolic), with the elimination's FLOPs and order."""
+    graph = tensor_graph([y], [x])
+    factors, flops, order = derivative_factors(graph, mode)
+    found = factors.get((graph.inputs[0], graph.outputs[0]))
+    return (found if found is not None else _zero_factor(y.shape, x.shape)), flops, order
+
+
+def jacobian_expression(y: Tensor, x: Tensor, mode: str) -> Tensor:
+    """The dense Jacobian of ``y`` w.r.t. ``x`` as an expression of shape ``y.shape + x.shape``."""
+    return materialize(derivative_factor(y, x, mode)[0])
+
+
+@dataclass
+class DerivativeExpression:
+    """A derivative as a printable tensor expression.
+
+    Attributes
+    ----------
+    expression : Tensor
+        The dense derivative (shape ``out.shape + x.shape * order``).
+    factor : Factor
+        The last derivative before its δs were written out (what
+        ``compress=True`` keeps).
+    flops : int
+        FLOPs of evaluating ``expression`` once (every node, the function's own
+        included, each shared node once) — the sum over the einsums, sums and
+        elementwise functions the evaluator runs.
+    elimination_flops : list of int
+        FLOPs of the products each elimination pass built.
+    mode : str
+    """
+
+    expression: Tensor
+    factor: Factor
+    flops: int
+    elimination_flops: list[int]
+    mode: str
+    inputs: tuple[Tensor, ...] = field(repr=False)
+
+    def __str__(self) -> str:
+        return render(self.expression)
+
+    def evaluate(self, *args: Any) -> Any:
+        """The derivative at ``args`` (one evaluation, planned on the spot)."""
+        arrays, dtype, _ = _prepare(args, ())
+        return Program([self.expression], self.inputs, dtype)(*arrays)[0]
+
+
+def _derive(traced: TracedFunction, argnum: int, order: int, mode: str) -> DerivativeExpression:
+    y, x = traced.outputs[0], traced.inputs[argnum]
+    passes: list[int] = []
+    expression, factor = y, None
+    for _ in range(order):
+        factor, flops, _ = derivative_factor(expression, x, mode)
+        passes.append(flops)
+        expression = materialize(factor)
+    return DerivativeExpression(expression, factor, flops_of([expression]), passes, mode, traced.inputs)
+
+
+def derivative_expression(f: Callable, *args: Any, argnum: int = 0, order: int = 2,
+                          mode: str = "cross_country") -> DerivativeExpression:
+    """The ``order``-th derivative of ``f`` w.r.t. argument ``argnum`` at the
+    shapes of ``args``, as a printable expression with its FLOP count.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.ones((6, 3))
+    >>> d = derivative_expression(lambda w, X: np.sum(np.log1p(np.exp(X @ w))), np.ones(3), X, order=1)
+    >>> d.expression.shape, d.flops > 0
+    ((3,), True)
+    """
+    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+        raise ValueError(f"order must be a positive int, got {order!r}")
+    mode = _check_mode(mode)
+    argnum = _check_argnum(argnum, len(args))
+    arrays, _, _ = _prepare(args, (argnum,))
+    return _derive(trace(f, arrays), argnum, order, mode)
+
+
+# ---------------------------------------------------------------------------- compiled transformations
+class _Cache:
+    """Plans per (shapes, dtype, array module), built on first use."""
+
+    def __init__(self, build: Callable[[list[Any], np.dtype], Any]) -> None:
+        self.build = build
+        self.plans: dict[tuple, Any] = {}
+
+    def get(self, arrays: list[Any], dtype: np.dtype, key: tuple) -> Any:
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self.build(arrays, dtype)
+        return plan
+
+
+def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: bool, compress: bool,
+                    name: str) -> Callable:
+    if not callable(f):
+        raise TypeError(f"{name} needs a function, got {type(f).__name__}")
+    mode = _check_mode(mode)
+
+    def build(arrays: list[Any], dtype: np.dtype) -> Any:
+        traced = trace(f, arrays)
+        y = traced.outputs[0]
+        if scalar and y.shape != ():
+            raise TraceError(f"{name} needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns shape "
+                             f"{y.shape} (use jacobian)")
+        derived = _derive(traced, argnum, order, mode)
+        if compress:
+            return _CompressedPlan(derived.factor, traced.inputs, dtype)
+        return Program([derived.expression], traced.inputs, dtype)
+
+    cache = _Cache(build)
+
+    def transformed(*args: Any) -> Any:
+        k = _check_argnum(argnum, len(args))
+        arrays, dtype, key = _prepare(args, (k,))
+        plan = cache.get(arrays, dtype, (k, *key))
+        result = plan(*arrays)
+        return result if compress else result[0]
+
+    transformed.__name__ = f"{name}_{getattr(f, '__name__', 'f')}"
+    transformed.__doc__ = f"The {name} of {getattr(f, '__name__', 'f')} w.r.t. argument {argnum} ({mode} mode)."
+    transformed.plans = cache.plans  # type: ignore[attr-defined]
+    return transformed
+
+
+def grad(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
+    """The gradient of a scalar-valued ``f`` w.r.t. argument ``argnum``: a function
+    of the same arguments returning an array of that argument's shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = grad(lambda x, A: x @ A @ x)
+    >>> A = np.array([[2.0, 1.0], [0.0, 3.0]])
+    >>> g(np.array([1.0, 2.0]), A).tolist()      # (A + Aᵀ) x
+    [6.0, 13.0]
+    """
+    return _transformation(f, argnum, 1, mode, scalar=True, compress=False, name="grad")
+
+
+def jacobian(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
+    """The Jacobian of ``f`` w.r.t. argument ``argnum``, shape ``out.shape + x.shape``.
+
+    >>> import numpy as np
+    >>> jacobian(np.exp)(np.zeros(2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _transformation(f, argnum, 1, mode, scalar=False, compress=False, name="jacobian")
+
+
+def hessian(f: Callable, argnum: int = 0, mode: str = "cross_country", compress: bool = False) -> Callable:
+    """The Hessian of ``f`` w.r.t. argument ``argnum``, shape ``out.shape + x.shape + x.shape``.
+
+    With ``compress=True`` (paper 002 §3, compression) the result is a
+    :class:`CompressedHessian`: the δs of the last derivative stay symbolic, so
+    the matrix-factorization Hessian is the ``k × k`` matrix ``2·VᵀV`` and a
+    neural-net layer's a third-order tensor; ``.dense()`` writes it out.
+
+    >>> import numpy as np
+    >>> hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0])).tolist()
+    [[6.0, 0.0], [0.0, 12.0]]
+    """
+    return _transformation(f, argnum, 2, mode, scalar=False, compress=bool(compress), name="hessian")
+
+
+# ---------------------------------------------------------------------------- compression
+class _CompressedPlan:
+    def __init__(self, factor: Factor, inputs: tuple[Tensor, ...], dtype: np.dtype) -> None:
+        self.factor = factor
+        self.program = None if factor.tensor is None else Program([factor.tensor], inputs, dtype)
+        self.dtype = dtype
+
+    def __call__(self, *arrays: Any) -> CompressedHessian:
+        stored = None if self.program is None else self.program(*arrays)[0]
+        return CompressedHessian(self.factor, stored, self.dtype)
+
+
+class CompressedHessian:
+    """A Hessian kept in Einstein form: a stored tensor plus the δs and broadcasts
+    that make up the rest (paper 002 §3).
+
+    Attributes
+    ----------
+    stored : array or None
+        The tensor actually computed (``None``: the Hessian is all δs).
+    layout : str
+        ``T[kl] -> [ik|jl]``: the letters of the stored tensor's axes, then those
+        of the dense Hessian's axes (output and first argument copy | second
+        argument copy); an axis letter the stored tensor lacks is a δ where it
+        repeats and a broadcast where it does not.
+    shape : tuple of int
+        The dense Hessian's shape.
+    """
+
+    def __init__(self, factor: Factor, stored: Any, dtype: np.dtype) -> None:
+        self.factor = factor
+        self.stored = stored
+        self.dtype = dtype
+        self.layout = factor.layout()
+        self.shape = factor.shape
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the stored tensor only."""
+        return 0 if self.stored is None else int(self.stored.nbytes)
+
+    @property
+    def dense_nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+    def dense(self) -> Any:
+        """The Hessian written out (the same array as ``compress=False`` gives)."""
+        if self.stored is None:
+            return Program([materialize(self.factor)], (), self.dtype)()[0]
+        t = var("stored", self.factor.tensor.shape)
+        f = Factor(t, self.factor.labels, self.factor.out, self.factor.inp, self.factor.extent)
+        return Program([materialize(f)], (t,), self.dtype)(self.stored)[0]
+
+    def __repr__(self) -> str:
+        return (f"CompressedHessian({self.layout}, shape={self.shape}, nbytes={self.nbytes}, "
+                f"dense_nbytes={self.dense_nbytes})")
+
+
+# ---------------------------------------------------------------------------- vjp / jvp
+_COTANGENT = "ȳ"
+_TANGENT = "ẋ"
+
+
+def vjp(f: Callable, *args: Any, mode: str = "reverse") -> tuple[Any, Callable]:
+    """``f(*args)`` and its pullback: ``pullback(ȳ)`` returns ``ȳ·∂f/∂args[k]`` for
+    every argument ``k`` (a tuple, as ``jax.vjp``).
+
+    >>> import numpy as np
+    >>> y, back = vjp(lambda A, x: A @ x, np.eye(2), np.array([1.0, 2.0]))
+    >>> [g.tolist() for g in back(np.array([1.0, 0.0]))]
+    [[[1.0, 2.0], [0.0, 0.0]], [1.0, 0.0]]
+    """
+    mode = _check_mode(mode)
+    arrays, dtype, _ = _prepare(args, tuple(range(len(args))))
+    traced = trace(f, arrays)
+    y = traced.outputs[0]
+    value = Program([y], traced.inputs, dtype)(*arrays)[0]
+    cotangent = var(_COTANGENT, y.shape)
+    letters = "".join(chr(ord("a") + k) for k in range(y.ndim))
+    sink = Factor.from_letters(cotangent, letters, "", letters, (), y.shape)
+    graph = tensor_graph([y], traced.inputs, sinks={0: sink})
+    factors, _, _ = derivative_factors(graph, mode)
+    grads = []
+    for vertex, x in zip(graph.inputs, traced.inputs, strict=True):
+        found = factors.get((vertex, "sink"))
+        grads.append(materialize(found if found is not None else _zero_factor((), x.shape)))
+    program = Program(grads, (*traced.inputs, cotangent), dtype)
+
+    def pullback(ct: Any) -> tuple[Any, ...]:
+        ct = _as_array(ct, 0, False)
+        if tuple(ct.shape) != y.shape:
+            raise ValueError(f"the cotangent has shape {tuple(ct.shape)}, f's value has shape {y.shape}")
+        return tuple(program(*arrays, ct.astype(dtype)))
+
+    return value, pullback
+
+
+def jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], mode: str = "forward") -> tuple[Any, Any]:
+    """``f(*args)`` and its directional derivative ``Σ_k ∂f/∂args[k] · tangents[k]`` (as ``jax.jvp``).
+
+    >>> import numpy as np
+    >>> jvp(lambda x: np.sin(x), [np.zeros(2)], [np.array([1.0, 2.0])])[1].tolist()
+    [1.0, 2.0]
+    """
+    mode = _check_mode(mode)
+    if len(args) != len(tangents):
+        raise ValueError(f"jvp takes one tangent per argument: {len(args)} arguments, {len(tangents)} tangents")
+    arrays, dtype, _ = _prepare(args, tuple(range(len(args))))
+    tangent_arrays = [_as_array(t, k, True) for k, t in enumerate(tangents)]
+    for k, (a, t) in enumerate(zip(arrays, tangent_arrays, strict=True)):
+        if tuple(t.shape) != tuple(a.shape):
+            raise ValueError(f"tangent {k} has shape {tuple(t.shape)}, argument {k} has shape {tuple(a.shape)}")
+    traced = trace(f, arrays)
+    y = traced.outputs[0]
+    tangent_vars = [var(f"{_TANGENT}{k}", x.shape) for k, x in enumerate(traced.inputs)]
+    seeds = {}
+    for k, (x, t) in enumerate(zip(traced.inputs, tangent_vars, strict=True)):
+        letters = "".join(chr(ord("a") + m) for m in range(x.ndim))
+        seeds[k] = Factor.from_letters(t, letters, letters, "", x.shape, ())
+    graph = tensor_graph([y], traced.inputs, seeds=seeds)
+    factors, _, _ = derivative_factors(graph, mode)
+    found = factors.get(("seed", graph.outputs[0]))
+    tangent_out = materialize(found if found is not None else _zero_factor(y.shape, ()))
+    program = Program([y, tangent_out], (*traced.inputs, *tangent_vars), dtype)
+    value, out = program(*arrays, *(t.astype(dtype) for t in tangent_arrays))
+    return value, out

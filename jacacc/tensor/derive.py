@@ -1,0 +1,91 @@
+"""Derivatives of tensor expressions by vertex elimination on the tensor graph (paper 002 §3).
+
+Forward mode eliminates the graph's vertices from the inputs on (each vertex's
+pushforward, Theorems 5-7), reverse mode from the outputs back (pullbacks,
+Theorems 8-10), and cross-country mode in any other order.  Paper 002's rule
+(:func:`cross_country_order`) multiplies the factors of lowest tensor order
+first — vectors before matrices — so chains of elementwise functions collapse
+to vector products before they meet a matrix.  Every vertex method of
+jacacc's registry (``markowitz`` with FLOP costs, ``min_fill``,
+``exhaustive``, ``cpsat``, …) is also an order: :func:`elimination_order`.
+
+Whatever the order, the result is a sum of the same products: the derivative
+is the same, only its cost differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from jacacc.eliminate.state import EliminationGraph
+from jacacc.errors import RegistryError
+from jacacc.tensor.factor import Factor
+from jacacc.tensor.graph import TensorGraph
+
+__all__ = ["BUILTIN_MODES", "cross_country_order", "derivative_factors", "elimination_order", "tensor_modes"]
+
+BUILTIN_MODES = ("forward", "reverse", "cross_country")
+
+
+def tensor_modes() -> list[str]:
+    """Every ``mode=`` the tensor API takes: forward, reverse, cross_country and
+    the vertex methods of :func:`jacacc.methods`.
+
+    >>> tensor_modes()[:3]
+    ['forward', 'reverse', 'cross_country']
+    """
+    from jacacc.orders import methods
+
+    return [*BUILTIN_MODES, *(m for m in methods("vertex") if m not in BUILTIN_MODES)]
+
+
+def cross_country_order(graph: TensorGraph) -> list[Hashable]:
+    """Paper 002's cross-country rule: eliminate, at each step, the vertex whose
+    products have the lowest tensor order (vectors first, then matrices, …),
+    fewest FLOPs next, the latest vertex last."""
+    from jacacc.orders.heuristics import greedy_vertex_order
+
+    def key(state: EliminationGraph, j: Hashable) -> tuple:
+        algebra = state.algebra
+        highest = max((algebra.max_order(i, j, k) for i in state.preds[j] for k in state.succs[j]), default=0)
+        return (highest, state.markowitz(j), -state.rank[j])
+
+    return greedy_vertex_order(graph, key)
+
+
+def elimination_order(graph: TensorGraph, mode: str, seed: int | None = 0) -> list[Hashable]:
+    """The order of the intermediates that ``mode`` eliminates.
+
+    Raises
+    ------
+    RegistryError
+        For an unknown mode, listing the valid ones.
+    """
+    if mode == "forward":
+        return list(graph.intermediates)
+    if mode == "reverse":
+        return list(reversed(graph.intermediates))
+    if mode == "cross_country":
+        return cross_country_order(graph)
+    valid = tensor_modes()
+    if not isinstance(mode, str) or mode not in valid:
+        raise RegistryError(f"unknown mode {mode!r}; valid modes: {', '.join(valid)}")
+    from jacacc.orders.registry import find_order
+
+    return list(find_order(graph, "vertex", mode, seed, {}).order)
+
+
+def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = None) -> tuple[dict, int, list]:
+    """Eliminate every intermediate of ``graph``: returns the factors left on the
+    input → output edges (``{(input, output): Factor}``), the FLOPs of the
+    products built, and the order used (``order`` overrides ``mode``)."""
+    from jacacc.eliminate.vertex import validate_vertex_order
+
+    order = elimination_order(graph, mode) if order is None else list(validate_vertex_order(graph, order))
+    algebra = graph.edge_algebra()
+    state = EliminationGraph(graph, algebra)
+    for j in order:
+        state.eliminate_vertex(j)
+    factors: dict[tuple[Hashable, Hashable], Factor] = dict(algebra.factors)
+    return factors, algebra.flops, order

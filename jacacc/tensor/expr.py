@@ -1,0 +1,422 @@
+"""Tensor expressions in Einstein notation (paper 002 §2): the nodes of the expression DAG.
+
+Five kinds of node make up every expression jacacc traces or derives:
+
+``var``
+    An argument of the function (a tensor input, bound by name at evaluation).
+``const``
+    A constant array.  Unit tensors are constants with a name: ``ones``
+    (every entry 1) and ``delta`` (the Kronecker δ, an identity matrix); both
+    are kept symbolic until an expression is planned.
+``einsum``
+    The paper's generic multiplication ``A *(s1,s2,s3) B`` (``np.einsum`` with
+    subscripts ``"s1,s2->s3"``); a single operand stands for a contraction of
+    one tensor (a sum over axes, a transpose, a diagonal).  Scalar constants
+    may ride along as extra operands.
+``add``
+    The sum of tensors of one shape.
+``unary``
+    An elementwise unary function (``exp``, ``log``, ``pow`` with a constant
+    exponent, ``shift`` = adding a constant, ...).
+
+Nodes are immutable and *hash-consed*: building a node equal to a live one
+returns that node, so common subexpressions are shared without a separate
+pass.  Construction simplifies: constants fold, scalar ones and zero tensors
+disappear, an einsum that changes nothing is its operand.
+
+Examples
+--------
+>>> X, w = var("X", (4, 3)), var("w", (3,))
+>>> Xw = einsum("ij,j->i", X, w)
+>>> print(Xw)
+X *(ij,j,i) w
+>>> Xw is einsum("ij,j->i", X, w)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "flops_of", "nodes_of", "ones", "scale",
+           "symbol", "unary", "var", "zeros"]
+
+Shape = tuple[int, ...]
+
+# elementwise functions: name -> numpy implementation (``p`` the parameter of pow / shift)
+UNARY: dict[str, Any] = {
+    "exp": lambda xp, a, p: xp.exp(a),
+    "log": lambda xp, a, p: xp.log(a),
+    "log1p": lambda xp, a, p: xp.log1p(a),
+    "sqrt": lambda xp, a, p: xp.sqrt(a),
+    "sin": lambda xp, a, p: xp.sin(a),
+    "cos": lambda xp, a, p: xp.cos(a),
+    "tanh": lambda xp, a, p: xp.tanh(a),
+    "abs": lambda xp, a, p: xp.abs(a),
+    "relu": lambda xp, a, p: xp.maximum(a, 0),
+    "sign": lambda xp, a, p: xp.sign(a),
+    "heaviside": lambda xp, a, p: (a > 0).astype(a.dtype),
+    "reciprocal": lambda xp, a, p: 1 / a,
+    "pow": lambda xp, a, p: a**p,
+    "shift": lambda xp, a, p: a + p,
+}
+# unary functions whose derivative is zero wherever it exists
+PIECEWISE_CONSTANT = frozenset({"sign", "heaviside"})
+
+_INTERN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+FOLD_LIMIT = 4096  # fold constant subexpressions up to this many elements
+
+
+def symbol(k: int) -> str:
+    """The ``k``-th einsum index letter (a-z, A-Z, then further Unicode letters)."""
+    letters = "ijklmnopqrstuvwxyzabcdefghABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return letters[k] if k < len(letters) else chr(0x100 + k)
+
+
+class Tensor:
+    """One node of a tensor expression DAG (build with the module's functions).
+
+    Attributes
+    ----------
+    kind : str
+        ``"var"``, ``"const"``, ``"einsum"``, ``"add"`` or ``"unary"``.
+    shape : tuple of int
+    args : tuple of Tensor
+        The operands.
+    param : hashable
+        The variable's name, the einsum's subscripts, the unary function's
+        ``(name, parameter)``, the constant's key.
+    value : numpy.ndarray or None
+        A constant's value (``None`` for the symbolic unit tensors until asked).
+    """
+
+    __slots__ = ("kind", "shape", "args", "param", "_value", "__weakref__")
+
+    def __init__(self, kind: str, shape: Shape, args: tuple[Tensor, ...], param: Any, value: Any = None) -> None:
+        self.kind, self.shape, self.args, self.param, self._value = kind, shape, args, param, value
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def value(self) -> np.ndarray | None:
+        """A constant's value as an array (materializing unit tensors); None otherwise."""
+        if self.kind != "const":
+            return None
+        if self._value is None:
+            name = self.param[0]
+            if name == "ones":
+                return np.ones(self.shape)
+            if name == "zeros":
+                return np.zeros(self.shape)
+            if name == "delta":
+                return np.eye(self.shape[0])
+        return self._value
+
+    def is_scalar_const(self, number: float | None = None) -> bool:
+        """True for a constant of shape () (equal to ``number`` if given)."""
+        if self.kind != "const" or self.shape != ():
+            return False
+        return number is None or float(self.value) == number
+
+    @property
+    def is_zero(self) -> bool:
+        return self.kind == "const" and (self.param[0] == "zeros" or (self.shape == () and float(self.value) == 0.0))
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.kind}, shape={self.shape}, {self.describe()})"
+
+    def describe(self) -> str:
+        """This node alone, its operands by kind."""
+        if self.kind == "var":
+            return str(self.param)
+        if self.kind == "const":
+            return _const_text(self)
+        return f"{self.kind} {self.param}"
+
+    def __str__(self) -> str:
+        return render(self)
+
+    @property
+    def flops(self) -> int:
+        """The floating-point operations of evaluating this node alone (operands given)."""
+        return node_flops(self)
+
+
+def _intern(kind: str, shape: Shape, args: tuple[Tensor, ...], param: Any, value: Any = None) -> Tensor:
+    key = (kind, shape, tuple(id(a) for a in args), param)
+    found = _INTERN.get(key)
+    if found is not None and found.args == args:
+        return found
+    node = Tensor(kind, shape, args, param, value)
+    _INTERN[key] = node
+    return node
+
+
+# ---------------------------------------------------------------------------- leaves
+def var(name: str, shape: Sequence[int]) -> Tensor:
+    """A tensor argument called ``name``.
+
+    >>> var("x", (3,)).shape
+    (3,)
+    """
+    return _intern("var", tuple(int(n) for n in shape), (), name)
+
+
+def const(value: Any) -> Tensor:
+    """A constant array (scalars and small arrays are shared by value)."""
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return _intern("const", (), (), ("scalar", float(array)), array)
+    if array.size <= 64:
+        return _intern("const", array.shape, (), ("small", array.tobytes()), array)
+    array = array.copy()
+    array.flags.writeable = False
+    return Tensor("const", array.shape, (), ("array", id(array)), array)
+
+
+def ones(shape: Sequence[int]) -> Tensor:
+    """The unit tensor of all ones (kept symbolic)."""
+    return _intern("const", tuple(shape), (), ("ones",))
+
+
+def zeros(shape: Sequence[int]) -> Tensor:
+    """The zero tensor (kept symbolic; dropped from sums, annihilates products)."""
+    return _intern("const", tuple(shape), (), ("zeros",))
+
+
+def delta(n: int) -> Tensor:
+    """The Kronecker δ of extent ``n`` (an ``n × n`` identity, kept symbolic)."""
+    return _intern("const", (n, n), (), ("delta",))
+
+
+# ---------------------------------------------------------------------------- operations
+def _parse(subscripts: str, n: int) -> tuple[list[str], str]:
+    lhs, _, rhs = subscripts.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != n:
+        raise ValueError(f"einsum {subscripts!r} names {len(inputs)} operands, got {n}")
+    return inputs, rhs
+
+
+def einsum(subscripts: str, *operands: Tensor) -> Tensor:
+    """The generic multiplication (an explicit-output einsum), simplified.
+
+    Scalar ones are dropped, scalar constants multiplied together, a zero
+    operand gives the zero tensor, constants fold, and a single operand whose
+    subscripts equal the output is returned as is.
+
+    >>> a = var("a", (3,))
+    >>> einsum("i->i", a) is a
+    True
+    >>> einsum(",i->i", const(0.0), a).is_zero
+    True
+    """
+    inputs, out = _parse(subscripts, len(operands))
+    sizes: dict[str, int] = {}
+    for labels, op in zip(inputs, operands, strict=True):
+        if len(labels) != op.ndim:
+            raise ValueError(f"einsum {subscripts!r}: operand of shape {op.shape} under {labels!r}")
+        for label, n in zip(labels, op.shape, strict=True):
+            if sizes.setdefault(label, n) != n:
+                raise ValueError(f"einsum {subscripts!r}: index {label!r} has extents {sizes[label]} and {n}")
+    shape = tuple(sizes[c] for c in out)
+    if any(op.is_zero for op in operands):
+        return zeros(shape)
+    # multiply scalar constants into one factor; drop it when it is 1
+    scalar = 1.0
+    kept: list[tuple[str, Tensor]] = []
+    for labels, op in zip(inputs, operands, strict=True):
+        if op.is_scalar_const():
+            scalar *= float(op.value)
+        else:
+            kept.append((labels, op))
+    if scalar != 1.0:
+        kept.append(("", const(scalar)))
+    if not kept:
+        return const(scalar) if out == "" else _broadcast_scalar(scalar, shape)
+    if len(kept) == 1 and kept[0][0] == out:
+        return kept[0][1]
+    subs = ",".join(labels for labels, _ in kept) + "->" + out
+    args = tuple(op for _, op in kept)
+    if all(op.kind == "const" for op in args) and max(math.prod(shape), *(op.size for op in args)) <= FOLD_LIMIT:
+        return const(np.einsum(subs, *(op.value for op in args)))
+    return _intern("einsum", shape, args, subs)
+
+
+def _broadcast_scalar(scalar: float, shape: Shape) -> Tensor:
+    return ones(shape) if scalar == 1.0 else _intern("einsum", shape, (const(scalar), ones(shape)),
+                                                     "," + _letters(len(shape)) + "->" + _letters(len(shape)))
+
+
+def _letters(n: int) -> str:
+    return "".join(symbol(k) for k in range(n))
+
+
+def scale(factor: float, a: Tensor) -> Tensor:
+    """``factor · a`` as an einsum with a scalar constant."""
+    labels = _letters(a.ndim)
+    return einsum(f",{labels}->{labels}", const(factor), a)
+
+
+def add(*terms: Tensor) -> Tensor:
+    """The sum of tensors of one shape (zeros dropped, nested sums flattened, constants folded)."""
+    if not terms:
+        raise ValueError("add needs at least one term")
+    shape = terms[0].shape
+    flat: list[Tensor] = []
+    for t in terms:
+        if t.shape != shape:
+            raise ValueError(f"add: shapes {shape} and {t.shape} differ")
+        if t.is_zero:
+            continue
+        flat.extend(t.args if t.kind == "add" else (t,))
+    if not flat:
+        return zeros(shape)
+    if len(flat) == 1:
+        return flat[0]
+    if all(t.kind == "const" for t in flat) and math.prod(shape) <= FOLD_LIMIT:
+        return const(sum(t.value for t in flat))
+    flat.sort(key=id)  # a sum is commutative: one node for any order of its terms
+    return _intern("add", shape, tuple(flat), None)
+
+
+def unary(name: str, a: Tensor, p: float | None = None) -> Tensor:
+    """Elementwise ``name`` of ``a`` (``p``: the exponent of ``pow``, the constant of ``shift``)."""
+    if name not in UNARY:
+        raise ValueError(f"unknown elementwise function {name!r}; known: {', '.join(UNARY)}")
+    if name == "pow":
+        if p == 1:
+            return a
+        if p == 0:
+            return ones(a.shape)
+    if name == "shift" and p == 0:
+        return a
+    param = (name, None if p is None else float(p))
+    if a.kind == "const" and a.size <= FOLD_LIMIT:
+        return const(UNARY[name](np, a.value, param[1]))
+    return _intern("unary", a.shape, (a,), param)
+
+
+# ---------------------------------------------------------------------------- walking, costing
+def nodes_of(roots: Iterable[Tensor]) -> list[Tensor]:
+    """Every node reachable from ``roots``, operands before users (a topological order)."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack: list[tuple[Tensor, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    return order
+
+
+def einsum_flops(subscripts: str, shapes: Sequence[Shape]) -> int:
+    """FLOPs of an einsum by opt_einsum's cost model (its optimal-path cost).
+
+    A pure relabelling of one operand (a transpose) costs nothing: NumPy
+    returns a view.
+    """
+    inputs, out = _parse(subscripts, len(shapes))
+    if len(inputs) == 1 and sorted(inputs[0]) == sorted(out) and len(set(out)) == len(out):
+        return 0
+    import opt_einsum
+
+    _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize="optimal" if len(shapes) <= 4 else "greedy")
+    return int(info.opt_cost)
+
+
+def node_flops(node: Tensor) -> int:
+    """FLOPs of one node: its einsum's cost, one per element per extra term of a sum,
+    one per element of an elementwise function; leaves cost nothing."""
+    if node.kind == "einsum":
+        return einsum_flops(node.param, [a.shape for a in node.args])
+    if node.kind == "add":
+        return node.size * (len(node.args) - 1)
+    if node.kind == "unary":
+        return node.size
+    return 0
+
+
+def flops_of(roots: Iterable[Tensor], exclude: Iterable[Tensor] = ()) -> int:
+    """Total FLOPs of evaluating ``roots`` once, each shared node counted once,
+    nodes also reachable from ``exclude`` (already computed) not counted."""
+    skip = {id(n) for n in nodes_of(exclude)}
+    return sum(node_flops(n) for n in nodes_of(roots) if id(n) not in skip)
+
+
+# ---------------------------------------------------------------------------- printing
+def _const_text(node: Tensor) -> str:
+    name = node.param[0]
+    if name == "scalar":
+        return f"{float(node._value):g}"
+    if name == "ones":
+        return "1"
+    if name == "zeros":
+        return "0"
+    if name == "delta":
+        return "δ"
+    return f"C{list(node.shape)}"
+
+
+def _einsum_text(node: Tensor, parts: list[str]) -> str:
+    inputs, out = _parse(node.param, len(node.args))
+    if len(parts) == 2:
+        return f"{parts[0]} *({inputs[0]},{inputs[1]},{out}) {parts[1]}"
+    return f"einsum({node.param})({', '.join(parts)})"
+
+
+def render(root: Tensor) -> str:
+    """``root`` in the paper's notation; subexpressions used more than once are
+    named (``t0 = …``) and listed first."""
+    order = nodes_of([root])
+    uses: dict[int, int] = {}
+    for node in order:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    names: dict[int, str] = {}
+    text: dict[int, str] = {}
+    lines: list[str] = []
+
+    def wrap(a: Tensor) -> str:
+        t = text[id(a)]
+        return f"({t})" if a.kind in ("einsum", "add") and id(a) not in names else t
+
+    for node in order:
+        if node.kind == "var":
+            t = str(node.param)
+        elif node.kind == "const":
+            t = _const_text(node)
+        elif node.kind == "add":
+            t = " + ".join(wrap(a) for a in node.args)
+        elif node.kind == "unary":
+            name, p = node.param
+            inner = text[id(node.args[0])]
+            t = f"{name}({inner})" if p is None else f"{name}[{p:g}]({inner})"
+        else:
+            t = _einsum_text(node, [wrap(a) for a in node.args])
+        if uses.get(id(node), 0) > 1 and node.kind not in ("var", "const") and node is not root:
+            name = f"t{len(names)}"
+            lines.append(f"{name} = {t}")
+            names[id(node)] = name
+            t = name
+        text[id(node)] = t
+    return "\n".join([*lines, text[id(root)]])

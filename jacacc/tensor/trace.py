@@ -1,0 +1,546 @@
+"""Tracing plain NumPy tensor code into an expression DAG (paper 002 §2).
+
+A :class:`Traced` array stands in for each argument; it implements NumPy's
+``__array_ufunc__`` and ``__array_function__`` protocols, so the user's
+function runs unchanged and every operation becomes a node: products of any
+kind (``@``, ``np.dot``, ``np.einsum``, ``*``, ``np.outer``, ``np.inner``,
+``np.sum``, ``.T``, ``np.diag``, ``np.trace``) become generic multiplications
+``A *(s1,s2,s3) B`` — an einsum of three or more operands is split into binary
+ones along opt_einsum's path — and ``+ - / ** exp log log1p sqrt sin cos tanh
+abs maximum(x, 0)`` become sums and elementwise functions.  Broadcasting
+follows NumPy's rules, written with labels (a product) or with a tensor of
+ones (a sum).
+Anything else is refused with an :class:`~jacacc.errors.UnsupportedOperationError`
+naming the operation.
+
+Examples
+--------
+>>> import numpy as np
+>>> from jacacc.tensor.trace import trace
+>>> t = trace(lambda X, w: np.exp(X @ w), [np.ones((4, 3)), np.ones(3)])
+>>> print(t.outputs[0])
+exp(X *(ij,j,i) w)
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import TraceError, UnsupportedOperationError
+from jacacc.tensor import expr as E
+from jacacc.tensor.expr import Tensor
+
+__all__ = ["Traced", "TracedFunction", "trace"]
+
+
+def _letters(n: int, start: int = 0) -> str:
+    return "".join(E.symbol(k) for k in range(start, start + n))
+
+
+class Traced:
+    """A tensor being traced: wraps an expression node, behaves like an ndarray."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, node: Tensor) -> None:
+        self.node = node
+
+    # ------------------------------------------------------------------ array-like surface
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.node.ndim
+
+    @property
+    def size(self) -> int:
+        return self.node.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float64)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a traced scalar")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Traced({self.node.describe()}, shape={self.shape})"
+
+    @property
+    def T(self) -> Traced:  # noqa: N802 - NumPy's name
+        return _transpose(self, None)
+
+    def transpose(self, *axes: Any) -> Traced:
+        return _transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+
+    def sum(self, axis: Any = None, **kwargs: Any) -> Traced:
+        return _sum(self, axis, **kwargs)
+
+    def dot(self, other: Any) -> Traced:
+        return _dot(self, other)
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, other: Any) -> Traced:
+        return _binary("add", self, other)
+
+    def __radd__(self, other: Any) -> Traced:
+        return _binary("add", other, self)
+
+    def __sub__(self, other: Any) -> Traced:
+        return _binary("subtract", self, other)
+
+    def __rsub__(self, other: Any) -> Traced:
+        return _binary("subtract", other, self)
+
+    def __mul__(self, other: Any) -> Traced:
+        return _binary("multiply", self, other)
+
+    def __rmul__(self, other: Any) -> Traced:
+        return _binary("multiply", other, self)
+
+    def __truediv__(self, other: Any) -> Traced:
+        return _binary("divide", self, other)
+
+    def __rtruediv__(self, other: Any) -> Traced:
+        return _binary("divide", other, self)
+
+    def __pow__(self, other: Any) -> Traced:
+        return _power(self, other)
+
+    def __rpow__(self, other: Any) -> Traced:
+        return _power(other, self)
+
+    def __matmul__(self, other: Any) -> Traced:
+        return _matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Traced:
+        return _matmul(other, self)
+
+    def __neg__(self) -> Traced:
+        return Traced(E.scale(-1.0, self.node))
+
+    def __pos__(self) -> Traced:
+        return self
+
+    def __abs__(self) -> Traced:
+        return _elementwise("abs", self)
+
+    def __getitem__(self, key: Any) -> Any:
+        raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperationError(
+            "a traced tensor has no concrete values: an operation jacacc.tensor does not support tried to convert it "
+            "to an ndarray (supported: @ dot einsum + - * / ** sum transpose exp log log1p sqrt sin cos tanh abs "
+            "maximum(x, 0) diag trace outer inner)"
+        )
+
+    def __bool__(self) -> bool:
+        raise UnsupportedOperationError("the truth value of a traced tensor is data-dependent control flow, not supported")
+
+    def __float__(self) -> float:
+        raise UnsupportedOperationError("float() of a traced tensor: its value is not known while tracing")
+
+    # ------------------------------------------------------------------ NumPy protocols
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        name = ufunc.__name__
+        if method != "__call__" or kwargs:
+            raise UnsupportedOperationError(f"np.{name}.{method}{' with ' + ', '.join(kwargs) if kwargs else ''} "
+                                            "is not supported by jacacc.tensor")
+        handler = _UFUNCS.get(name)
+        if handler is None:
+            raise UnsupportedOperationError(f"np.{name} is not supported by jacacc.tensor; supported ufuncs: "
+                                            f"{', '.join(sorted(_UFUNCS))}")
+        return handler(*inputs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        handler = _FUNCTIONS.get(func)
+        if handler is None:
+            raise UnsupportedOperationError(f"np.{func.__name__} is not supported by jacacc.tensor; supported: "
+                                            f"{', '.join(sorted(f.__name__ for f in _FUNCTIONS))}")
+        return handler(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- operands
+def _node(x: Any) -> Tensor:
+    """The expression node of a traced tensor, a constant for anything numeric."""
+    if isinstance(x, Traced):
+        return x.node
+    if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
+        return E.const(np.asarray(x, dtype=float))
+    if isinstance(x, numbers.Number) or isinstance(x, np.ndarray | np.generic):
+        array = np.asarray(x)
+        if np.iscomplexobj(array):
+            raise UnsupportedOperationError("complex constants are not supported by jacacc.tensor")
+        if not np.issubdtype(array.dtype, np.number):
+            raise UnsupportedOperationError(f"a constant of dtype {array.dtype} in a traced expression")
+        return E.const(array.astype(float))
+    if isinstance(x, list | tuple):
+        return _node(np.asarray(x, dtype=float))
+    raise UnsupportedOperationError(f"an operand of type {type(x).__name__} in a traced expression")
+
+
+def _scalar_value(node: Tensor) -> float | None:
+    return float(node.value) if node.is_scalar_const() else None
+
+
+def _aligned(node: Tensor, shape: tuple[int, ...], what: str) -> tuple[Tensor, str]:
+    """``node`` squeezed of the size-1 axes that broadcast, with its axes' letters
+    in the result ``shape`` (NumPy's rules: trailing axes align)."""
+    offset = len(shape) - node.ndim
+    letters = _letters(len(shape))
+    mine = letters[offset:]
+    kept = "".join(c for c, n, m in zip(mine, node.shape, shape[offset:], strict=True) if n == m)
+    if kept != mine:  # a size-1 axis against a longer one: drop it (a sum of one term)
+        node = E.einsum(f"{mine}->{kept}", node)
+    return node, kept
+
+
+def _result_shape(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        raise UnsupportedOperationError(f"np.{op}: shapes {a.shape} and {b.shape} do not broadcast") from None
+
+
+def _broadcast_to(node: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``node`` broadcast to ``shape``: the generic multiplication with a tensor of ones."""
+    if node.shape == shape:
+        return node
+    node, kept = _aligned(node, shape, "broadcast")
+    letters = _letters(len(shape))
+    missing = "".join(c for c in letters if c not in kept)
+    return E.einsum(f"{kept},{missing}->{letters}", node, E.ones(tuple(shape[letters.index(c)] for c in missing)))
+
+
+def _broadcast_pair(op: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Both operands broadcast to their common shape (NumPy's rules)."""
+    shape = _result_shape(op, a, b)
+    return _broadcast_to(a, shape), _broadcast_to(b, shape)
+
+
+def _elementwise_product(a: Tensor, b: Tensor) -> Tensor:
+    """``a ⊙ b`` as the generic multiplication ``a *(s1,s2,s3) b``, broadcasting by labels alone."""
+    shape = _result_shape("multiply", a, b)
+    a, la = _aligned(a, shape, "multiply")
+    b, lb = _aligned(b, shape, "multiply")
+    letters = _letters(len(shape))
+    if set(la) | set(lb) != set(letters):  # an axis both operands lack (both size 1 against nothing)
+        return _broadcast_to(E.einsum(f"{la},{lb}->{''.join(c for c in letters if c in la + lb)}", a, b), shape)
+    return E.einsum(f"{la},{lb}->{letters}", a, b)
+
+
+def _binary(op: str, x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    if op == "multiply":
+        return Traced(_elementwise_product(a, b))
+    if op == "divide":
+        sb = _scalar_value(b)
+        if sb is not None:
+            return Traced(E.scale(1.0 / sb, a))
+        return Traced(_elementwise_product(a, E.unary("reciprocal", b)))
+    if op == "subtract":
+        b = E.scale(-1.0, b)
+    # add: a constant scalar is an elementwise shift, anything else a sum of equal shapes
+    sa, sb = _scalar_value(a), _scalar_value(b)
+    if sb is not None and a.shape != ():
+        return Traced(E.unary("shift", a, sb))
+    if sa is not None and b.shape != ():
+        return Traced(E.unary("shift", b, sa))
+    a, b = _broadcast_pair(op, a, b)
+    return Traced(E.add(a, b))
+
+
+def _power(x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    p = _scalar_value(b)
+    if p is not None:
+        return Traced(E.unary("pow", a, p))
+    base = _scalar_value(a)
+    if base is not None and base > 0:  # c ** y = exp(y log c)
+        return Traced(E.unary("exp", E.scale(float(np.log(base)), b)))
+    # x ** y = exp(y · log x) for x > 0
+    a, b = _broadcast_pair("power", a, b)
+    return Traced(E.unary("exp", _elementwise_product(b, E.unary("log", a))))
+
+
+def _elementwise(name: str, x: Any) -> Traced:
+    return Traced(E.unary(name, _node(x)))
+
+
+def _maximum(x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    c = _scalar_value(b) if _scalar_value(a) is None else _scalar_value(a)
+    other = a if _scalar_value(a) is None else b
+    if c is None:
+        raise UnsupportedOperationError("np.maximum of two traced tensors is not supported by jacacc.tensor; "
+                                        "np.maximum(x, c) with a constant scalar c (ReLU for c = 0) is")
+    # max(x, c) = relu(x - c) + c
+    return Traced(E.unary("shift", E.unary("relu", E.unary("shift", other, -c)), c))
+
+
+def _ufunc_negative(x: Any) -> Traced:
+    return Traced(E.scale(-1.0, _node(x)))
+
+
+def _ufunc_square(x: Any) -> Traced:
+    return Traced(E.unary("pow", _node(x), 2.0))
+
+
+_UFUNCS: dict[str, Callable[..., Traced]] = {
+    "add": lambda x, y: _binary("add", x, y),
+    "subtract": lambda x, y: _binary("subtract", x, y),
+    "multiply": lambda x, y: _binary("multiply", x, y),
+    "divide": lambda x, y: _binary("divide", x, y),
+    "true_divide": lambda x, y: _binary("divide", x, y),
+    "power": _power,
+    "negative": _ufunc_negative,
+    "positive": lambda x: Traced(_node(x)),
+    "square": _ufunc_square,
+    "reciprocal": lambda x: _elementwise("reciprocal", x),
+    "exp": lambda x: _elementwise("exp", x),
+    "log": lambda x: _elementwise("log", x),
+    "log1p": lambda x: _elementwise("log1p", x),
+    "sqrt": lambda x: _elementwise("sqrt", x),
+    "sin": lambda x: _elementwise("sin", x),
+    "cos": lambda x: _elementwise("cos", x),
+    "tanh": lambda x: _elementwise("tanh", x),
+    "absolute": lambda x: _elementwise("abs", x),
+    "maximum": _maximum,
+    "matmul": lambda x, y: _matmul(x, y),
+}
+
+
+# ---------------------------------------------------------------------------- products and contractions
+def _einsum_nodes(subscripts: str, nodes: Sequence[Tensor]) -> Tensor:
+    """An einsum of any number of operands as a tree of binary generic multiplications."""
+    inputs, output = _explicit(subscripts, nodes)
+    if len(nodes) <= 2:
+        return E.einsum(",".join(inputs) + "->" + output, *nodes)
+    import opt_einsum
+
+    path, _ = opt_einsum.contract_path(",".join(inputs) + "->" + output, *(n.shape for n in nodes), shapes=True,
+                                       optimize="greedy")
+    items = list(zip(inputs, nodes, strict=True))
+    for pair in path:
+        picked = [items[k] for k in sorted(pair, reverse=True)]
+        for k in sorted(pair, reverse=True):
+            items.pop(k)
+        rest = set(output) | {c for labels, _ in items for c in labels}
+        labels = "".join(dict.fromkeys(c for ls, _ in picked for c in ls if c in rest))
+        node = E.einsum(",".join(ls for ls, _ in picked) + "->" + labels, *(n for _, n in picked))
+        items.append((labels, node))
+    (labels, node), = items
+    return E.einsum(f"{labels}->{output}", node)
+
+
+def _explicit(subscripts: str, nodes: Sequence[Tensor]) -> tuple[list[str], str]:
+    """Subscripts with the output made explicit and ``...`` expanded (NumPy's rules)."""
+    text = subscripts.replace(" ", "")
+    lhs, arrow, rhs = text.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(nodes):
+        raise TraceError(f"np.einsum {subscripts!r} names {len(inputs)} operands, got {len(nodes)}")
+    used = {c for c in text if c.isalpha()}
+    spare = [c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used]
+    ell_rank = max((n.ndim - (len(ls) - 3) for ls, n in zip(inputs, nodes, strict=True) if "..." in ls), default=0)
+    ell = "".join(spare[:ell_rank])[::-1]
+    expanded = []
+    for ls, n in zip(inputs, nodes, strict=True):
+        if "..." in ls:
+            k = n.ndim - (len(ls) - 3)
+            ls = ls.replace("...", ell[len(ell) - k:] if k else "")
+        if len(ls) != n.ndim or not all(c.isalpha() for c in ls):
+            raise TraceError(f"np.einsum {subscripts!r}: operand of shape {n.shape} does not match {ls!r}")
+        expanded.append(ls)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts: dict[str, int] = {}
+        for c in "".join(expanded):
+            counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
+    return expanded, out
+
+
+def _einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Traced:
+    if not isinstance(subscripts, str):
+        raise UnsupportedOperationError("np.einsum in the interleaved (operand, axes) form is not supported; use subscripts")
+    extra = set(kwargs) - {"optimize"}
+    if extra:
+        raise UnsupportedOperationError(f"np.einsum with {', '.join(sorted(extra))} is not supported by jacacc.tensor")
+    return Traced(_einsum_nodes(subscripts, [_node(x) for x in operands]))
+
+
+def _matmul(x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    if a.ndim == 0 or b.ndim == 0:
+        raise UnsupportedOperationError("np.matmul with a scalar operand (use *)")
+    if a.ndim == 1 and b.ndim == 1:
+        return Traced(E.einsum("i,i->", a, b))
+    if a.ndim <= 2 and b.ndim <= 2:
+        la = "ij"[2 - a.ndim:] if a.ndim == 2 else "j"
+        lb = "jk" if b.ndim == 2 else "j"
+        out = ("i" if a.ndim == 2 else "") + ("k" if b.ndim == 2 else "")
+        if a.shape[-1] != b.shape[0]:
+            raise UnsupportedOperationError(f"np.matmul: shapes {a.shape} and {b.shape} do not align")
+        return Traced(E.einsum(f"{la},{lb}->{out}", a, b))
+    if a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
+        batch = _letters(a.ndim - 2, 3)
+        return Traced(E.einsum(f"{batch}ij,{batch}jk->{batch}ik", a, b))
+    raise UnsupportedOperationError(f"np.matmul of shapes {a.shape} and {b.shape} (batched operands need equal batch shapes)")
+
+
+def _dot(x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    if a.ndim == 0 or b.ndim == 0:
+        return Traced(_elementwise_product(a, b))
+    if a.ndim <= 2 and b.ndim <= 2:
+        return _matmul(x, y)
+    la = _letters(a.ndim)
+    lb = _letters(b.ndim, a.ndim)
+    lb = lb[:-2] + la[-1] + lb[-1] if b.ndim >= 2 else la[-1]
+    out = la[:-1] + lb.replace(la[-1], "")
+    return Traced(E.einsum(f"{la},{lb}->{out}", a, b))
+
+
+def _transpose(x: Any, axes: Any = None) -> Traced:
+    a = _node(x)
+    labels = _letters(a.ndim)
+    if axes is None:
+        order = list(range(a.ndim))[::-1]
+    else:
+        order = [int(k) % max(a.ndim, 1) for k in axes]
+        if sorted(order) != list(range(a.ndim)):
+            raise TraceError(f"np.transpose: axes {tuple(axes)} are not a permutation of {a.ndim} axes")
+    return Traced(E.einsum(labels + "->" + "".join(labels[k] for k in order), a))
+
+
+def _sum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Traced:
+    if out is not None or keepdims or kwargs or dtype is not None:
+        named = [k for k, v in (("out", out), ("keepdims", keepdims), ("dtype", dtype)) if v] + list(kwargs)
+        raise UnsupportedOperationError(f"np.sum with {', '.join(named)} is not supported by jacacc.tensor")
+    a = _node(x)
+    labels = _letters(a.ndim)
+    if axis is None:
+        axes = set(range(a.ndim))
+    else:
+        axes_list = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+        if any(not -a.ndim <= int(k) < a.ndim for k in axes_list):
+            raise TraceError(f"np.sum: axis {axis} out of range for shape {a.shape}")
+        axes = {int(k) % a.ndim for k in axes_list}
+    return Traced(E.einsum(labels + "->" + "".join(c for k, c in enumerate(labels) if k not in axes), a))
+
+
+def _diag(x: Any, k: int = 0) -> Traced:
+    if k != 0:
+        raise UnsupportedOperationError("np.diag with an offset k != 0 is not supported by jacacc.tensor")
+    a = _node(x)
+    if a.ndim == 1:
+        return Traced(E.einsum("i,ij->ij", a, E.delta(a.shape[0])))
+    if a.ndim == 2 and a.shape[0] == a.shape[1]:
+        return Traced(E.einsum("ii->i", a))
+    if a.ndim == 2:  # the main diagonal of a rectangular matrix: a mask of its min(m, n) entries
+        m, n = a.shape
+        return Traced(E.einsum("ij,ij->" + ("i" if m <= n else "j"), a, E.const(np.eye(m, n))))
+    raise UnsupportedOperationError(f"np.diag of shape {a.shape} (a vector or a matrix is supported)")
+
+
+def _trace(x: Any, *args: Any, **kwargs: Any) -> Traced:
+    if args or kwargs:
+        raise UnsupportedOperationError("np.trace with offset/axes is not supported by jacacc.tensor")
+    a = _node(x)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise UnsupportedOperationError(f"np.trace of shape {a.shape} (a square matrix is supported)")
+    return Traced(E.einsum("ii->", a))
+
+
+def _outer(x: Any, y: Any, out: Any = None) -> Traced:
+    a, b = _node(x), _node(y)
+    if a.ndim != 1 or b.ndim != 1:
+        raise UnsupportedOperationError(f"np.outer of shapes {a.shape} and {b.shape} (vectors are supported)")
+    return Traced(E.einsum("i,j->ij", a, b))
+
+
+def _inner(x: Any, y: Any) -> Traced:
+    a, b = _node(x), _node(y)
+    if a.ndim == 0 or b.ndim == 0:
+        return Traced(_elementwise_product(a, b))
+    la, lb = _letters(a.ndim), _letters(b.ndim, a.ndim)
+    lb = lb[:-1] + la[-1]
+    if a.shape[-1] != b.shape[-1]:
+        raise UnsupportedOperationError(f"np.inner: last axes of {a.shape} and {b.shape} differ")
+    return Traced(E.einsum(f"{la},{lb}->{la[:-1]}{lb[:-1]}", a, b))
+
+
+_FUNCTIONS: dict[Any, Callable[..., Traced]] = {
+    np.einsum: _einsum,
+    np.matmul: _matmul,
+    np.dot: _dot,
+    np.sum: _sum,
+    np.transpose: _transpose,
+    np.diag: _diag,
+    np.trace: _trace,
+    np.outer: _outer,
+    np.inner: _inner,
+}
+
+
+# ---------------------------------------------------------------------------- tracing a function
+@dataclass(frozen=True)
+class TracedFunction:
+    """A function traced at argument shapes: its ``var`` nodes and output node."""
+
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+
+    def __str__(self) -> str:
+        return "\n".join(str(y) for y in self.outputs)
+
+
+def argument_names(f: Callable, n: int) -> list[str]:
+    """Names for ``f``'s first ``n`` positional arguments (its parameters, else ``x0, x1, …``)."""
+    try:
+        params = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = params[:n] if len(params) >= n else [f"x{k}" for k in range(n)]
+    return names if len(set(names)) == n else [f"x{k}" for k in range(n)]
+
+
+def trace(f: Callable, args: Sequence[Any]) -> TracedFunction:
+    """Trace ``f`` at arrays shaped like ``args`` into an expression DAG.
+
+    Every argument becomes a ``var`` named after ``f``'s parameter; ``f`` must
+    return one traced tensor (a constant result is allowed: it does not depend
+    on the arguments).
+
+    Raises
+    ------
+    UnsupportedOperationError
+        Naming an operation jacacc.tensor does not support.
+    TraceError
+        When ``f`` returns something that is not a tensor.
+    """
+    names = argument_names(f, len(args))
+    inputs = tuple(E.var(name, np.shape(a)) for name, a in zip(names, args, strict=True))
+    result = f(*(Traced(x) for x in inputs))
+    if isinstance(result, tuple | list):
+        raise TraceError("jacacc.tensor differentiates functions returning one array; this one returned a "
+                         f"{type(result).__name__} of {len(result)}")
+    try:
+        output = _node(result)
+    except UnsupportedOperationError:
+        raise TraceError(f"the traced function returned a {type(result).__name__}, not an array") from None
+    return TracedFunction(inputs, (output,))
