@@ -65,6 +65,8 @@ class EdgeAlgebra(Recorder, Protocol):
 
     def combine_cost(self, i: Node, j: Node, k: Node, *, new: bool) -> int: ...
 
+    def copy(self) -> EdgeAlgebra: ...
+
 
 class EliminationGraph:
     """Structural state of an elimination in progress.
@@ -103,6 +105,19 @@ class EliminationGraph:
         self.changed_preds: set[Node] = set()
         self.changed_succs: set[Node] = set()
         self.created_edges: list[Edge] = []
+
+    def copy(self) -> EliminationGraph:
+        """An independent copy of the state (its algebra's values copied too; no recorder otherwise)."""
+        other = object.__new__(EliminationGraph)
+        other.inputs, other.outputs, other.rank = self.inputs, self.outputs, self.rank
+        other.preds = {v: dict(p) for v, p in self.preds.items()}
+        other.succs = {v: dict(s) for v, s in self.succs.items()}
+        other.intermediates = dict(self.intermediates)
+        other.algebra = None if self.algebra is None else self.algebra.copy()
+        other.recorder = other.algebra
+        other.changed_preds, other.changed_succs = set(self.changed_preds), set(self.changed_succs)
+        other.created_edges = list(self.created_edges)
+        return other
 
     # ------------------------------------------------------------------ queries
     @property

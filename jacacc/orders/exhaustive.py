@@ -236,8 +236,67 @@ def exhaustive_vertex(graph: CompGraph, *, seed: int | None = None,
     >>> exhaustive_vertex(g)
     OrderResult(order=('a', 'b'), optimal=True, lower_bound=2, search=None, schedule=None)
     """
-    best = _vertex_optimum(graph, max_intermediates=max_intermediates)
+    if hasattr(graph, "edge_algebra"):
+        best = _weighted_vertex_optimum(graph, max_intermediates=max_intermediates)
+    else:
+        best = _vertex_optimum(graph, max_intermediates=max_intermediates)
     return OrderResult(best.order, optimal=True, lower_bound=best.cost)
+
+
+def _weighted_vertex_optimum(graph: CompGraph, *, max_intermediates: int = DEFAULT_MAX_INTERMEDIATES) -> Optimum:
+    """The vertex optimum where edges carry values with their own costs (a tensor
+    graph's FLOPs, :class:`~jacacc.eliminate.state.EdgeAlgebra`).
+
+    The same dynamic programme over subsets: after eliminating a set ``S`` the
+    edges, and the *structure* of the values on them (which axes a stored
+    tensor keeps, which are δs), do not depend on the order within ``S`` — an
+    edge's value is the sum over the paths through ``S`` — so neither does the
+    cost of what comes next.  The state of each subset is kept as a copy of the
+    elimination graph reached by the first order found to it.
+    """
+    mids = graph.intermediates
+    if len(mids) > max_intermediates:
+        raise OrderError(
+            f"exhaustive vertex elimination is limited to max_intermediates={max_intermediates} "
+            f"(2^n subsets); this graph has {len(mids)} intermediates — pass max_intermediates=... "
+            "to raise the limit"
+        )
+    from jacacc.eliminate.state import EliminationGraph
+
+    bit = {v: 1 << k for k, v in enumerate(mids)}
+    full = (1 << len(mids)) - 1
+    memo: dict[int, int] = {full: 0}
+    choice: dict[int, Node] = {}
+
+    def cost_to_go(eliminated: int, state: EliminationGraph) -> int:
+        if eliminated in memo:
+            return memo[eliminated]
+        best, best_vertex = None, None
+        for j in mids:  # topological order: ties go to the earliest vertex
+            if eliminated & bit[j]:
+                continue
+            here = state.markowitz(j)
+            if best is not None and here >= best:
+                continue
+            after = eliminated | bit[j]
+            if after in memo:
+                rest = memo[after]
+            else:
+                child = state.copy()
+                child.eliminate_vertex(j)
+                rest = cost_to_go(after, child)
+            if best is None or here + rest < best:
+                best, best_vertex = here + rest, j
+        memo[eliminated], choice[eliminated] = best, best_vertex
+        return best
+
+    total = cost_to_go(0, EliminationGraph(graph))
+    order, state = [], 0
+    while state != full:
+        j = choice[state]
+        order.append(j)
+        state |= bit[j]
+    return Optimum("vertex", total, tuple(order), len(memo))
 
 
 # ============================================================================ edge mode

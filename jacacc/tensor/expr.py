@@ -36,6 +36,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from collections.abc import Iterable, Sequence
@@ -69,6 +70,7 @@ UNARY: dict[str, Any] = {
 PIECEWISE_CONSTANT = frozenset({"sign", "heaviside"})
 
 _INTERN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_SERIAL = itertools.count()
 FOLD_LIMIT = 4096  # fold constant subexpressions up to this many elements
 
 
@@ -95,10 +97,12 @@ class Tensor:
         A constant's value (``None`` for the symbolic unit tensors until asked).
     """
 
-    __slots__ = ("kind", "shape", "args", "param", "_value", "__weakref__")
+    __slots__ = ("kind", "shape", "args", "param", "_value", "serial", "__weakref__")
 
     def __init__(self, kind: str, shape: Shape, args: tuple[Tensor, ...], param: Any, value: Any = None) -> None:
         self.kind, self.shape, self.args, self.param, self._value = kind, shape, args, param, value
+        # creation order: a deterministic key for putting commutative operands in one order
+        self.serial = next(_SERIAL)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -248,6 +252,11 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
         return const(scalar) if out == "" else _broadcast_scalar(scalar, shape)
     if len(kept) == 1 and kept[0][0] == out:
         return kept[0][1]
+    if len(kept) == 2:  # commutativity (paper 002, Lemma 2): B *(s2,s1,s3) A is A *(s1,s2,s3) B if built
+        swapped = f"{kept[1][0]},{kept[0][0]}->{out}"
+        found = _INTERN.get(("einsum", shape, (id(kept[1][1]), id(kept[0][1])), swapped))
+        if found is not None and found.args == (kept[1][1], kept[0][1]):
+            return found
     subs = ",".join(labels for labels, _ in kept) + "->" + out
     args = tuple(op for _, op in kept)
     if all(op.kind == "const" for op in args) and max(math.prod(shape), *(op.size for op in args)) <= FOLD_LIMIT:
@@ -288,7 +297,7 @@ def add(*terms: Tensor) -> Tensor:
         return flat[0]
     if all(t.kind == "const" for t in flat) and math.prod(shape) <= FOLD_LIMIT:
         return const(sum(t.value for t in flat))
-    flat.sort(key=id)  # a sum is commutative: one node for any order of its terms
+    flat.sort(key=lambda t: t.serial)  # a sum is commutative: one node for any order of its terms
     return _intern("add", shape, tuple(flat), None)
 
 

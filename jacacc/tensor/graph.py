@@ -149,15 +149,22 @@ class FactorAlgebra:
     def __init__(self, factors: dict[Edge, Factor]) -> None:
         self.factors = dict(factors)
         self.flops = 0
-        self._products: dict[tuple[int, int], tuple[Factor, int]] = {}
+        self._products: dict[tuple[int, int], tuple[Factor, Factor, Factor, int]] = {}
+
+    def copy(self) -> FactorAlgebra:
+        """The same values and FLOPs so far, independent from here on (products cache shared)."""
+        other = FactorAlgebra(self.factors)
+        other.flops = self.flops
+        other._products = self._products
+        return other
 
     def _product(self, left: Factor, right: Factor) -> tuple[Factor, int]:
+        # the cache holds the operands, so their ids cannot be reused while cached
         key = (id(left), id(right))
         cached = self._products.get(key)
-        if cached is None or cached[0] is None:
-            cached = product(left, right)
-            self._products[key] = cached
-        return cached
+        if cached is None:
+            cached = self._products[key] = (left, right, *product(left, right))
+        return cached[2], cached[3]
 
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         result, cost = self._product(self.factors[left], self.factors[right])
