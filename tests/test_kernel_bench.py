@@ -54,8 +54,23 @@ def test_roofline_and_peaks(quick_peaks):
     assert quick_peaks["calls"] == max(quick_peaks["libm_calls"], quick_peaks["vector_calls"])
     counts = {"flops": 100, "calls": 2, "bytes": 8}
     peaks = {"flops": 1e9, "calls": 1e7, "bandwidth": 1e10}
-    assert roofline_seconds(counts, 10, peaks) == pytest.approx(10 * (100 / 1e9 + 2 / 1e7))
+    # the largest of the three times, each a lower bound on its own (their sum is not one)
+    assert roofline_seconds(counts, 10, peaks) == pytest.approx(10 * 2 / 1e7)
+    assert roofline_seconds({"flops": 300, "calls": 2, "bytes": 8}, 10, peaks) == pytest.approx(10 * 300 / 1e9)
     assert roofline_seconds({"flops": 0, "calls": 0, "bytes": 8e3}, 10, peaks) == pytest.approx(8e-6)
+
+
+def test_recorded_roofline_fractions_are_at_most_one():
+    import json
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).parent.parent / "results" / "kernel_benchmark.json").read_text())
+    results = record["results"]
+    rows = [r for r in results["rows"] if "roofline_s" in r]
+    assert rows
+    for r in rows:
+        assert roofline_seconds(r, r["N"], results["peaks"]) == pytest.approx(r["roofline_s"])
+        assert r["roofline_fraction"] <= 1.0, (r["problem"], r["impl"], r["N"])
 
 
 def test_bench_kernels_checks_every_implementation(quick_peaks):
