@@ -71,9 +71,10 @@ def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[list[Any], np.dty
 
 # ---------------------------------------------------------------------------- derivative expressions
 def _zero_factor(out_shape: tuple[int, ...], inp_shape: tuple[int, ...]) -> Factor:
+    # A scalar zero broadcast over every axis: compression then stores one number.
     letters = "".join(chr(ord("a") + k) for k in range(len(out_shape) + len(inp_shape)))
-    return Factor.from_letters(zeros(out_shape + inp_shape), letters, letters[: len(out_shape)],
-                               letters[len(out_shape):], out_shape, inp_shape)
+    return Factor.from_letters(zeros(()), "", letters[: len(out_shape)], letters[len(out_shape):],
+                               out_shape, inp_shape)
 
 
 def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Factor, int, list[Hashable]]:
@@ -234,8 +235,10 @@ def hessian(f: Callable, argnum: int = 0, mode: str = "cross_country", compress:
 
     With ``compress=True`` (paper 002 §3, compression) the result is a
     :class:`CompressedHessian`: the δs of the last derivative stay symbolic, so
-    the matrix-factorization Hessian is the ``k × k`` matrix ``2·VᵀV`` and a
-    neural-net layer's a third-order tensor; ``.dense()`` writes it out.
+    the matrix-factorization Hessian is the ``k × k`` matrix ``2·VᵀV`` and that
+    of a single layer ``loss(relu(W @ X))`` w.r.t. ``W`` a third-order tensor
+    (rows of ``W`` do not interact).  Behind further layers the rows mix, no δ
+    is left and compression gains nothing; ``.dense()`` writes it out.
 
     >>> import numpy as np
     >>> hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0])).tolist()

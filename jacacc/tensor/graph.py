@@ -251,12 +251,12 @@ def tensor_graph(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
             continue
         for k, f in local_partials(node, depends).items():
             factors[(vertex[id(node.args[k])], vertex[id(node)])] = f
-    input_vertices = [vertex.get(id(x), ("absent", n)) for n, x in enumerate(inputs)]
+    input_vertices = [vertex.get(id(x), f"absent{n}") for n, x in enumerate(inputs)]
     output_vertices: list[Hashable] = []
     for n, y in enumerate(outputs):
         v = vertex[id(y)]
         if id(y) in input_ids:  # f(x) = x: the output is a copy of the input
-            copy = ("copy", n)
+            copy = f"copy{n}"
             letters = _letters(y.ndim)
             factors[(v, copy)] = Factor.from_letters(None, "", letters, letters, y.shape, y.shape)
             tensors[copy] = y
@@ -267,7 +267,7 @@ def tensor_graph(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
     if seeds:
         input_vertices = ["seed"]
         for n, f in seeds.items():
-            factors[("seed", vertex.get(id(inputs[n]), ("absent", n)))] = f
+            factors[("seed", vertex.get(id(inputs[n]), f"absent{n}"))] = f
     if sinks:
         for n, f in sinks.items():
             factors[(output_vertices[n], "sink")] = f

@@ -135,6 +135,39 @@ class Traced:
     def __abs__(self) -> Traced:
         return _elementwise("abs", self)
 
+    def _compare(self, other: Any, symbol: str) -> Any:
+        # A comparison's result is piecewise-constant data-dependent control flow.
+        raise UnsupportedOperationError(f"the comparison {symbol} on a traced tensor is not supported by "
+                                        "jacacc.tensor (its derivative is zero almost everywhere and its value "
+                                        "steers data-dependent control flow); np.maximum(x, 0) gives ReLU")
+
+    def __lt__(self, other: Any) -> Any:
+        return self._compare(other, "<")
+
+    def __le__(self, other: Any) -> Any:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: Any) -> Any:
+        return self._compare(other, ">=")
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare(other, "==")
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare(other, "!=")
+
+    __hash__ = object.__hash__  # identity, as before __eq__ was refused
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes Traced lacks: name the ndarray method the
+        # function used instead of a bare AttributeError.
+        if not name.startswith("_") and hasattr(np.ndarray, name):
+            raise UnsupportedOperationError(f"ndarray.{name} is not supported by jacacc.tensor")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __getitem__(self, key: Any) -> Any:
         raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
 
@@ -229,9 +262,10 @@ def _broadcast_pair(op: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return _broadcast_to(a, shape), _broadcast_to(b, shape)
 
 
-def _elementwise_product(a: Tensor, b: Tensor) -> Tensor:
-    """``a ⊙ b`` as the generic multiplication ``a *(s1,s2,s3) b``, broadcasting by labels alone."""
-    shape = _result_shape("multiply", a, b)
+def _elementwise_product(a: Tensor, b: Tensor, op: str = "multiply") -> Tensor:
+    """``a ⊙ b`` as the generic multiplication ``a *(s1,s2,s3) b``, broadcasting by
+    labels alone (``op`` names the NumPy operation in errors)."""
+    shape = _result_shape(op, a, b)
     a, la = _aligned(a, shape, "multiply")
     b, lb = _aligned(b, shape, "multiply")
     letters = _letters(len(shape))
@@ -248,7 +282,7 @@ def _binary(op: str, x: Any, y: Any) -> Traced:
         sb = _scalar_value(b)
         if sb is not None:
             return Traced(E.scale(1.0 / sb, a))
-        return Traced(_elementwise_product(a, E.unary("reciprocal", b)))
+        return Traced(_elementwise_product(a, E.unary("reciprocal", b), "divide"))
     if op == "subtract":
         b = E.scale(-1.0, b)
     # add: a constant scalar is an elementwise shift, anything else a sum of equal shapes
@@ -269,9 +303,14 @@ def _power(x: Any, y: Any) -> Traced:
     base = _scalar_value(a)
     if base is not None and base > 0:  # c ** y = exp(y log c)
         return Traced(E.unary("exp", E.scale(float(np.log(base)), b)))
-    # x ** y = exp(y · log x) for x > 0
-    a, b = _broadcast_pair("power", a, b)
-    return Traced(E.unary("exp", _elementwise_product(b, E.unary("log", a))))
+    if base is not None:
+        # c ** y for c <= 0 is real only at integer y (NumPy gives NaN elsewhere) and
+        # has no real derivative in y anywhere: refuse rather than return NaNs.
+        raise UnsupportedOperationError(f"np.power: the constant base {base:g} is not positive; c ** x is "
+                                        "differentiable in x only for c > 0")
+    # x ** y = exp(y · log x), defined for x > 0 (NaN where x <= 0, as NumPy's log)
+    _result_shape("power", a, b)
+    return Traced(E.unary("exp", _elementwise_product(b, E.unary("log", a), "power")))
 
 
 def _elementwise(name: str, x: Any) -> Traced:

@@ -1,0 +1,510 @@
+"""The public API of jacacc.tensor (paper 002): grad, jacobian, hessian (with compression),
+vjp, jvp, derivative_expression and modes — shapes, argnum, caching, dtypes, compressed
+Hessians of matrix factorization and of a neural-net layer, every mode (the search-based
+ones on small graphs), and FLOP counts against opt_einsum's cost of each einsum.
+
+References are JAX (float64) and formulas written with ``np.einsum``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import opt_einsum
+import pytest
+
+import jacacc
+import jacacc.tensor as jt
+from jacacc.tensor.evaluate import Program
+from jacacc.tensor.expr import node_flops, nodes_of
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+TOL = {"rtol": 1e-10, "atol": 1e-12}
+
+
+pytestmark = pytest.mark.usefixtures("float64_jax")
+
+
+def _j(*arrays):
+    return tuple(jnp.asarray(a, dtype=jnp.float64) for a in arrays)
+
+
+def jacfwd(f, argnums=0):
+    """``jax.jacfwd``, compiled (much faster than op-by-op for these small functions)."""
+    return jax.jit(jax.jacfwd(f, argnums=argnums))
+
+
+def hessian(f, argnums=0):
+    return jax.jit(jax.hessian(f, argnums=argnums))
+
+
+def grad(f, argnums=0):
+    return jax.jit(jax.grad(f, argnums=argnums))
+
+
+rng0 = np.random.default_rng(2024)
+
+
+def logistic(w, X, y, xp=np):
+    """Logistic regression loss (paper 002's first experiment)."""
+    return xp.sum(xp.log1p(xp.exp(-y * (X @ w))))
+
+
+def matrix_factorization(U, V, T, xp=np):
+    return xp.sum((T - U @ V.T) ** 2)
+
+
+def layer(W, X, Y, xp=np):
+    """One fully connected ReLU layer and a squared loss (no softmax)."""
+    return xp.sum((xp.maximum(W @ X, 0) - Y) ** 2)
+
+
+def two_layers(W1, W2, X, Y, xp=np):
+    return xp.sum((xp.maximum(W2 @ xp.maximum(W1 @ X, 0), 0) - Y) ** 2)
+
+
+def vector_valued(x, A, xp=np):
+    """A vector-valued function: tanh(A x) ⊙ sin(x₀…)."""
+    return xp.tanh(A @ x) * xp.sum(xp.sin(x))
+
+
+def matrix_valued(X, xp=np):
+    return xp.exp(X) @ X.T + xp.outer(xp.sum(X, axis=1), xp.diag(X @ X.T))
+
+
+# ---------------------------------------------------------------------------- names and modes
+def test_public_names():
+    for name in ("grad", "jacobian", "hessian", "vjp", "jvp", "derivative_expression", "modes"):
+        assert name in jt.__all__ and callable(getattr(jt, name))
+
+
+def test_modes_are_the_builtin_ones_and_every_vertex_method():
+    modes = jt.modes()
+    assert modes[:3] == ["forward", "reverse", "cross_country"]
+    assert set(modes) == {"forward", "reverse", "cross_country"} | set(jacacc.methods("vertex"))
+    assert len(modes) == len(set(modes))
+
+
+# ---------------------------------------------------------------------------- shapes and argnum
+@pytest.mark.parametrize("x_shape", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("out", ["scalar", "same", "vector", "matrix"])
+def test_shapes_of_jacobian_and_hessian(x_shape, out):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=x_shape)
+    C = rng.normal(size=(2, 2) + x_shape)
+    xs = "xyz"[: len(x_shape)]
+
+    def f(x, xp=np):
+        s = xp.sin(x) * x
+        if out == "scalar":
+            return xp.sum(s)
+        if out == "same":
+            return s
+        if out == "vector":
+            return xp.einsum(f"ab{xs},{xs}->a", C, s)
+        return xp.einsum(f"ab{xs},{xs}->ab", C, s)
+
+    y = f(x)
+    J, H = jt.jacobian(f)(x), jt.hessian(f)(x)
+    assert J.shape == np.shape(y) + x.shape
+    assert H.shape == np.shape(y) + x.shape + x.shape
+    np.testing.assert_allclose(J, jacfwd(lambda x: f(x, jnp))(*_j(x)), **TOL)
+    np.testing.assert_allclose(H, hessian(lambda x: f(x, jnp))(*_j(x)), **TOL)
+    if out == "scalar":
+        g = jt.grad(f)(x)
+        assert g.shape == x.shape
+        np.testing.assert_allclose(g, grad(lambda x: f(x, jnp))(*_j(x)), **TOL)
+
+
+def test_scalar_hessian_is_symmetric_and_matches_jax():
+    rng = np.random.default_rng(1)
+    w, X, y = rng.normal(size=4), rng.normal(size=(7, 4)), np.sign(rng.normal(size=7))
+    H = jt.hessian(logistic)(w, X, y)
+    assert H.shape == (4, 4)
+    np.testing.assert_allclose(H, H.T, **TOL)
+    np.testing.assert_allclose(H, hessian(lambda *a: logistic(*a, xp=jnp))(*_j(w, X, y)), **TOL)
+
+
+@pytest.mark.parametrize("argnum", [0, 1, 2, -1, -2])
+def test_argnum_picks_the_differentiated_argument(argnum):
+    rng = np.random.default_rng(2)
+    args = (rng.normal(size=3), rng.normal(size=(3, 2)), rng.normal(size=2))
+
+    def f(a, B, c, xp=np):
+        return xp.sum(xp.tanh(a @ B) * xp.cos(c)) + xp.sum(xp.sin(B) ** 2) * xp.sum(a * a)
+
+    k = argnum % 3
+    for transform, reference in ((jt.grad, grad), (jt.jacobian, jacfwd), (jt.hessian, hessian)):
+        got = transform(f, argnum=argnum)(*args)
+        assert got.shape == args[k].shape * (2 if transform is jt.hessian else 1)
+        np.testing.assert_allclose(got, reference(lambda *a: f(*a, xp=jnp), argnums=k)(*_j(*args)), **TOL)
+
+
+def test_returned_function_takes_the_same_positional_arguments():
+    def f(x, A):
+        return np.sum(np.exp(A @ x))
+
+    g = jt.grad(f)
+    assert callable(g) and g.__name__ == "grad_f"
+    rng = np.random.default_rng(3)
+    x, A = rng.normal(size=3), rng.normal(size=(2, 3))
+    np.testing.assert_allclose(g(x, A), A.T @ np.exp(A @ x), **TOL)
+    # a plain list or a scalar python float is an array too
+    np.testing.assert_allclose(g(list(x), A.tolist()), A.T @ np.exp(A @ x), **TOL)
+    np.testing.assert_allclose(jt.grad(lambda t: np.sin(t) * t)(0.5), np.cos(0.5) * 0.5 + np.sin(0.5), **TOL)
+
+
+def test_integer_data_argument_is_accepted():
+    """Only the differentiated argument must be float: integer data is converted."""
+    x = np.array([0.3, -0.2, 0.5])
+    n = np.array([1, 2, 3])
+    got = jt.grad(lambda x, n: np.sum(np.sin(x * n)))(x, n)
+    np.testing.assert_allclose(got, n * np.cos(x * n), **TOL)
+
+
+def test_derivative_of_a_function_of_the_data_only_part_is_zero():
+    x, z = np.array([0.4, 0.1]), np.array([1.0, 2.0, 3.0])
+    got = jt.jacobian(lambda x, z: np.sin(z) * np.sum(np.cos(x)), argnum=0)(x, z)
+    np.testing.assert_allclose(got, -np.outer(np.sin(z), np.sin(x)), **TOL)
+
+
+# ---------------------------------------------------------------------------- caching
+def test_plans_are_cached_per_argument_shapes():
+    calls = []
+
+    def f(x, A):
+        calls.append(x.shape)
+        return np.sum(np.tanh(A @ x) ** 2)
+
+    h = jt.hessian(f)
+    rng = np.random.default_rng(4)
+    x3, A3 = rng.normal(size=3), rng.normal(size=(2, 3))
+    first = h(x3, A3)
+    assert len(h.plans) == 1 and len(calls) == 1
+    again = h(x3 + 1, A3)  # same shapes: no new trace, a new value
+    assert len(h.plans) == 1 and len(calls) == 1
+    np.testing.assert_allclose(again, hessian(lambda x, A: jnp.sum(jnp.tanh(A @ x) ** 2))(*_j(x3 + 1, A3)), **TOL)
+    assert not np.allclose(first, again)
+    x4, A4 = rng.normal(size=4), rng.normal(size=(2, 4))
+    h(x4, A4)
+    assert len(h.plans) == 2 and len(calls) == 2
+    h(x3, A3)
+    h(x4, A4)
+    assert len(h.plans) == 2 and len(calls) == 2
+    for transform in (jt.grad, jt.jacobian):
+        g = transform(f)
+        g(x3, A3)
+        g(x3, A3)
+        assert len(g.plans) == 1
+
+
+# ---------------------------------------------------------------------------- dtypes
+@pytest.mark.parametrize("transform", [jt.grad, jt.jacobian, jt.hessian])
+def test_float32_in_float32_out(transform):
+    rng = np.random.default_rng(5)
+    w, X, y = rng.normal(size=4), rng.normal(size=(6, 4)), np.sign(rng.normal(size=6))
+    f = transform(logistic)
+    r64 = f(w, X, y)
+    r32 = f(w.astype(np.float32), X.astype(np.float32), y.astype(np.float32))
+    assert r64.dtype == np.float64 and r32.dtype == np.float32
+    np.testing.assert_allclose(r32, r64, rtol=1e-4, atol=1e-5)
+    assert len(f.plans) == 2  # one plan per dtype
+
+
+def test_vjp_and_jvp_keep_float32():
+    x = np.linspace(-1, 1, 4).astype(np.float32)
+    value, back = jt.vjp(lambda x: np.tanh(x) * x, x)
+    (g,) = back(np.ones(4, dtype=np.float32))
+    _, t = jt.jvp(lambda x: np.tanh(x) * x, (x,), (np.ones(4, dtype=np.float32),))
+    assert value.dtype == g.dtype == t.dtype == np.float32
+    np.testing.assert_allclose(g, np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- compression
+def test_compressed_matrix_factorization_hessian_is_two_VtV():
+    n, k = 8, 3
+    rng = np.random.default_rng(6)
+    U, V, T = rng.normal(size=(n, k)), rng.normal(size=(n, k)), rng.normal(size=(n, n))
+    dense = jt.hessian(matrix_factorization)(U, V, T)
+    compressed = jt.hessian(matrix_factorization, compress=True)(U, V, T)
+    np.testing.assert_allclose(dense, hessian(lambda *a: matrix_factorization(*a, xp=jnp))(*_j(U, V, T)), **TOL)
+    np.testing.assert_array_equal(compressed.dense(), dense)
+    assert compressed.shape == dense.shape == (n, k, n, k)
+    assert compressed.stored.shape == (k, k)
+    np.testing.assert_allclose(compressed.stored, 2 * V.T @ V, **TOL)
+    assert compressed.nbytes == k * k * 8
+    assert compressed.nbytes < compressed.dense_nbytes == dense.nbytes
+    assert "->" in compressed.layout and "CompressedHessian" in repr(compressed)
+
+
+def test_compressed_layer_hessian_is_third_order():
+    """A ReLU layer's Hessian is A *(ijl,ik,ijkl) δ (paper 002 §3): a third-order stored tensor."""
+    rng = np.random.default_rng(7)
+    W, X, Y = rng.normal(size=(4, 3)), rng.normal(size=(3, 5)), rng.normal(size=(4, 5))
+    dense = jt.hessian(layer)(W, X, Y)
+    np.testing.assert_allclose(dense, hessian(lambda *a: layer(*a, xp=jnp))(*_j(W, X, Y)), **TOL)
+    compressed = jt.hessian(layer, compress=True)(W, X, Y)
+    np.testing.assert_array_equal(compressed.dense(), dense)
+    assert compressed.stored.ndim == 3 < dense.ndim
+    assert compressed.nbytes < compressed.dense_nbytes
+    # the δ: rows i ≠ k of W do not interact, and the stored tensor holds the diagonal blocks
+    for i in range(4):
+        for k in range(4):
+            if i != k:
+                assert not np.any(dense[i, :, k, :])
+    blocks = np.stack([dense[i, :, i, :] for i in range(4)])
+    np.testing.assert_array_equal(np.sort(compressed.stored.ravel()), np.sort(blocks.ravel()))
+
+
+def test_compressed_two_layer_hessian_is_the_hessian():
+    """The first layer of two: W2 mixes the rows of W1, so the Hessian has no δ left; compression
+    must still give the Hessian."""
+    rng = np.random.default_rng(8)
+    W1, W2 = rng.normal(size=(4, 3)), rng.normal(size=(2, 4))
+    X, Y = rng.normal(size=(3, 5)), rng.normal(size=(2, 5))
+    dense = jt.hessian(two_layers)(W1, W2, X, Y)
+    np.testing.assert_allclose(dense, hessian(lambda *a: two_layers(*a, xp=jnp))(*_j(W1, W2, X, Y)), **TOL)
+    compressed = jt.hessian(two_layers, compress=True)(W1, W2, X, Y)
+    np.testing.assert_array_equal(compressed.dense(), dense)
+    assert compressed.nbytes <= compressed.dense_nbytes
+
+
+def test_compressed_hessian_of_a_vector_valued_function():
+    rng = np.random.default_rng(9)
+    x, A = rng.normal(size=3), rng.normal(size=(2, 3))
+    compressed = jt.hessian(vector_valued, compress=True)(x, A)
+    dense = jt.hessian(vector_valued)(x, A)
+    np.testing.assert_array_equal(compressed.dense(), dense)
+    np.testing.assert_allclose(dense, hessian(lambda *a: vector_valued(*a, xp=jnp))(*_j(x, A)), **TOL)
+
+
+# ---------------------------------------------------------------------------- vjp and jvp
+def test_vjp_returns_the_value_and_a_pullback_over_all_arguments():
+    rng = np.random.default_rng(10)
+    x, A = rng.normal(size=3), rng.normal(size=(2, 3))
+    value, pullback = jt.vjp(vector_valued, x, A)
+    ref_value, ref_pullback = jax.vjp(lambda *a: vector_valued(*a, xp=jnp), *_j(x, A))
+    np.testing.assert_allclose(value, ref_value, **TOL)
+    ct1, ct2 = rng.normal(size=2), rng.normal(size=2)
+    grads = pullback(ct1)
+    assert isinstance(grads, tuple) and [g.shape for g in grads] == [(3,), (2, 3)]
+    for g, r in zip(grads, ref_pullback(jnp.asarray(ct1)), strict=True):
+        np.testing.assert_allclose(g, r, **TOL)
+    # the pullback is linear and can be called again
+    combined = pullback(2 * ct1 - 3 * ct2)
+    for c, a, b in zip(combined, grads, pullback(ct2), strict=True):
+        np.testing.assert_allclose(c, 2 * a - 3 * b, **TOL)
+
+
+def test_jvp_matches_jax():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3, 3))
+    tangent = rng.normal(size=(3, 3))
+    value, out = jt.jvp(matrix_valued, [X], [tangent])
+    ref_value, ref_out = jax.jvp(lambda X: matrix_valued(X, xp=jnp), _j(X), _j(tangent))
+    np.testing.assert_allclose(value, ref_value, **TOL)
+    np.testing.assert_allclose(out, ref_out, **TOL)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country", "markowitz"])
+def test_dot_product_test(mode):
+    """⟨J u, v⟩ = ⟨u, Jᵀ v⟩ with u a tangent of every argument (jvp) and v a cotangent (vjp)."""
+    rng = np.random.default_rng(12)
+    args = (rng.normal(size=3), rng.normal(size=(2, 3)))
+    u = [rng.normal(size=a.shape) for a in args]
+    value, Ju = jt.jvp(vector_valued, args, u, mode=mode)
+    v = rng.normal(size=value.shape)
+    _, pullback = jt.vjp(vector_valued, *args, mode=mode)
+    JTv = pullback(v)
+    lhs = float(np.sum(Ju * v))
+    rhs = sum(float(np.sum(a * b)) for a, b in zip(u, JTv, strict=True))
+    assert lhs == pytest.approx(rhs, rel=1e-12, abs=1e-12)
+    assert abs(lhs) > 1e-3  # not vacuous
+
+
+def test_jacobian_rows_are_pullbacks_and_columns_pushforwards():
+    rng = np.random.default_rng(13)
+    x, A = rng.normal(size=3), rng.normal(size=(2, 3))
+    J = jt.jacobian(vector_valued)(x, A)
+    _, pullback = jt.vjp(vector_valued, x, A)
+    for i in range(2):
+        np.testing.assert_allclose(pullback(np.eye(2)[i])[0], J[i], **TOL)
+    for j in range(3):
+        np.testing.assert_allclose(jt.jvp(vector_valued, (x, A), (np.eye(3)[j], np.zeros((2, 3))))[1], J[:, j], **TOL)
+
+
+# ---------------------------------------------------------------------------- every mode
+SMALL = [  # small graphs, so the search-based orders stay quick
+    ("chain", lambda x, A, xp=np: xp.sum(xp.tanh(A @ x) ** 2), (np.array([0.3, -0.5, 0.8]), rng0.normal(size=(2, 3)))),
+    ("sin-cos", lambda x, A, xp=np: xp.sin(xp.cos(A @ x)), (np.array([0.3, -0.5, 0.8]), rng0.normal(size=(2, 3)))),
+    ("quadratic", lambda x, A, xp=np: xp.exp(x @ A.T @ A @ x / 10), (np.array([0.3, -0.5, 0.8]), rng0.normal(size=(2, 3)))),
+]
+
+
+_REFERENCES: dict[str, tuple] = {}
+
+
+@pytest.mark.parametrize("mode", jt.modes())
+@pytest.mark.parametrize("case", SMALL, ids=[c[0] for c in SMALL])
+def test_every_mode_gives_the_same_derivative(mode, case):
+    name, f, args = case
+    if name not in _REFERENCES:
+        _REFERENCES[name] = (jacfwd(lambda *a: f(*a, xp=jnp))(*_j(*args)), hessian(lambda *a: f(*a, xp=jnp))(*_j(*args)))
+    ref = _REFERENCES[name]
+    np.testing.assert_allclose(jt.jacobian(f, mode=mode)(*args), ref[0], **TOL)
+    np.testing.assert_allclose(jt.hessian(f, mode=mode)(*args), ref[1], **TOL)
+
+
+def test_modes_differ_in_cost_not_in_value():
+    """Paper 002: cross-country mode is not costlier than reverse on logistic regression's Hessian,
+    and the orders give the same expression value."""
+    rng = np.random.default_rng(14)
+    w, X, y = rng.normal(size=5), rng.normal(size=(10, 5)), np.sign(rng.normal(size=10))
+    exprs = {m: jt.derivative_expression(logistic, w, X, y, mode=m) for m in ("forward", "reverse", "cross_country")}
+    values = {m: d.evaluate(w, X, y) for m, d in exprs.items()}
+    for m in exprs:
+        np.testing.assert_allclose(values[m], values["reverse"], **TOL)
+    assert exprs["cross_country"].flops <= exprs["reverse"].flops
+
+
+# ---------------------------------------------------------------------------- derivative expressions
+def test_derivative_expression_prints_and_evaluates():
+    rng = np.random.default_rng(15)
+    w, X, y = rng.normal(size=4), rng.normal(size=(6, 4)), np.sign(rng.normal(size=6))
+    d = jt.derivative_expression(logistic, w, X, y)
+    text = str(d)
+    assert isinstance(text, str) and "X" in text and "w" in text
+    assert d.expression.shape == (4, 4) and d.mode == "cross_country"
+    assert isinstance(d.flops, int) and d.flops > 0
+    assert len(d.elimination_flops) == 2  # one elimination per derivative order
+    np.testing.assert_allclose(d.evaluate(w, X, y), jt.hessian(logistic)(w, X, y), **TOL)
+    g = jt.derivative_expression(logistic, w, X, y, order=1, mode="reverse")
+    assert g.expression.shape == (4,) and len(g.elimination_flops) == 1
+    np.testing.assert_allclose(g.evaluate(w, X, y), grad(lambda *a: logistic(*a, xp=jnp))(*_j(w, X, y)), **TOL)
+
+
+def test_third_derivative_is_a_derivative_of_the_hessian():
+    rng = np.random.default_rng(16)
+    x, A = rng.normal(size=3), rng.normal(size=(2, 3))
+    d = jt.derivative_expression(vector_valued, x, A, order=3)
+    assert d.expression.shape == (2, 3, 3, 3)
+    ref = jax.jacfwd(hessian(lambda *a: vector_valued(*a, xp=jnp)))(*_j(x, A))
+    np.testing.assert_allclose(d.evaluate(x, A), ref, **TOL)
+
+
+def test_derivative_expression_argnum():
+    rng = np.random.default_rng(17)
+    w, X, y = rng.normal(size=4), rng.normal(size=(6, 4)), np.sign(rng.normal(size=6))
+    d = jt.derivative_expression(logistic, w, X, y, argnum=1, order=1)
+    assert d.expression.shape == (6, 4)
+    np.testing.assert_allclose(d.evaluate(w, X, y),
+                               grad(lambda *a: logistic(*a, xp=jnp), argnums=1)(*_j(w, X, y)), **TOL)
+
+
+# ---------------------------------------------------------------------------- FLOPs
+def _einsum_cost(node) -> int:
+    """opt_einsum's cost of an einsum node on its shapes, 0 for a pure transpose."""
+    lhs, out = node.param.split("->")
+    inputs = lhs.split(",")
+    if len(inputs) == 1 and sorted(inputs[0]) == sorted(out) and len(set(out)) == len(out):
+        return 0
+    return int(opt_einsum.contract_path(node.param, *(a.shape for a in node.args), shapes=True)[1].opt_cost)
+
+
+def _independent_flops(root) -> int:
+    total = 0
+    for node in nodes_of([root]):
+        if node.kind == "einsum":
+            total += _einsum_cost(node)
+        elif node.kind == "add":
+            total += node.size * (len(node.args) - 1)
+        elif node.kind == "unary":
+            total += node.size
+    return total
+
+
+FLOP_CASES = [
+    ("logistic", logistic, lambda r: (r.normal(size=4), r.normal(size=(6, 4)), np.sign(r.normal(size=6)))),
+    ("matrix factorization", matrix_factorization, lambda r: (r.normal(size=(5, 2)), r.normal(size=(5, 2)),
+                                                             r.normal(size=(5, 5)))),
+    ("layer", layer, lambda r: (r.normal(size=(3, 2)), r.normal(size=(2, 4)), r.normal(size=(3, 4)))),
+    ("vector valued", vector_valued, lambda r: (r.normal(size=3), r.normal(size=(2, 3)))),
+    ("matrix valued", matrix_valued, lambda r: (r.normal(size=(3, 3)),)),
+]
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country", "min_fill"])
+@pytest.mark.parametrize("case", FLOP_CASES, ids=[c[0] for c in FLOP_CASES])
+def test_reported_flops_are_those_of_the_einsums_evaluated(case, mode, order):
+    _, f, make = case
+    args = make(np.random.default_rng(18))
+    d = jt.derivative_expression(f, *args, order=order, mode=mode)
+    nodes = nodes_of([d.expression])
+    assert d.flops == sum(node_flops(n) for n in nodes)
+    program = Program([d.expression], d.inputs)
+    assert program.flops == d.flops
+    assert d.flops == _independent_flops(d.expression)
+    einsums = [n for n in nodes if n.kind == "einsum"]
+    assert einsums
+    for n in einsums:
+        assert node_flops(n) == _einsum_cost(n), n.param
+    # the program computes the derivative whose FLOPs it reports
+    np.testing.assert_allclose(program(*args)[0], d.evaluate(*args), **TOL)
+
+
+def test_transposes_cost_nothing_and_contractions_cost_opt_einsums_count():
+    from jacacc.tensor.expr import einsum, var
+
+    A, B = var("A", (3, 4)), var("B", (4, 5))
+    assert node_flops(einsum("ij->ji", A)) == 0
+    product = einsum("ij,jk->ik", A, B)
+    assert node_flops(product) == opt_einsum.contract_path("ij,jk->ik", (3, 4), (4, 5), shapes=True)[1].opt_cost > 0
+    assert Program([product], [A, B]).flops == node_flops(product)
+
+
+# ---------------------------------------------------------------------------- zero and identity derivatives
+# Derivatives with no path from the argument to the value, or a value that is the
+# argument itself: the tensor graph then has an input or output no edge touches.
+ZERO_AND_IDENTITY = [
+    ("identity", lambda x, A: x, lambda x, A: np.eye(3)),
+    ("transpose of a vector", lambda x, A: x.T, lambda x, A: np.eye(3)),
+    ("constant in x", lambda x, A: A @ np.ones(3), lambda x, A: np.zeros((2, 3))),
+    ("scaled identity", lambda x, A: 3.0 * x, lambda x, A: 3.0 * np.eye(3)),
+]
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country", "markowitz"])
+@pytest.mark.parametrize("case", ZERO_AND_IDENTITY, ids=[c[0] for c in ZERO_AND_IDENTITY])
+def test_jacobians_without_paths_or_with_the_argument_as_value(case, mode):
+    _, f, expected = case
+    x, A = np.array([0.3, -0.2, 0.5]), np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(jt.jacobian(f, mode=mode)(x, A), expected(x, A))
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country"])
+def test_gradient_of_an_unused_argument_is_zero(mode):
+    x, z = np.array([0.3, -0.2, 0.5]), np.array([1.0, 2.0])
+    np.testing.assert_array_equal(jt.grad(lambda x, z: np.sum(np.exp(x)), argnum=1, mode=mode)(x, z), np.zeros(2))
+
+
+@pytest.mark.parametrize("f", [lambda x: np.sum(2.0 * x), lambda x: np.sum(x @ np.ones((3, 4)))],
+                         ids=["sum", "linear map"])
+def test_hessian_of_a_linear_function_is_zero_and_compresses_to_one_number(f):
+    x = np.array([0.3, -0.2, 0.5])
+    np.testing.assert_array_equal(jt.hessian(f)(x), np.zeros((3, 3)))
+    compressed = jt.hessian(f, compress=True)(x)
+    np.testing.assert_array_equal(compressed.dense(), np.zeros((3, 3)))
+    assert compressed.nbytes == 8 < compressed.dense_nbytes == 72
+
+
+def test_vjp_and_jvp_of_the_identity_and_of_an_unused_argument():
+    x, z = np.array([0.3, -0.2, 0.5]), np.array([1.0, 2.0])
+    value, back = jt.vjp(lambda x, z: x, x, z)
+    np.testing.assert_array_equal(value, x)
+    gx, gz = back(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(gx, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(gz, np.zeros(2))
+    value, tangent = jt.jvp(lambda x, z: x, (x, z), (np.array([1.0, 0.0, -1.0]), np.ones(2)))
+    np.testing.assert_array_equal(tangent, [1.0, 0.0, -1.0])
