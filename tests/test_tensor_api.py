@@ -404,12 +404,27 @@ def test_derivative_expression_argnum():
 
 # ---------------------------------------------------------------------------- FLOPs
 def _einsum_cost(node) -> int:
-    """opt_einsum's cost of an einsum node on its shapes, 0 for a pure transpose."""
+    """FLOPs of the contraction the evaluator runs for an einsum node, counted step by
+    step from its planned ``contraction_list`` with opt_einsum's per-step count; 0 for a
+    pure transpose.  Also checked: never more than opt_einsum's default path costs."""
     lhs, out = node.param.split("->")
     inputs = lhs.split(",")
     if len(inputs) == 1 and sorted(inputs[0]) == sorted(out) and len(set(out)) == len(out):
         return 0
-    return int(opt_einsum.contract_path(node.param, *(a.shape for a in node.args), shapes=True)[1].opt_cost)
+    shapes = [a.shape for a in node.args]
+    sizes = {c: n for labels, shape in zip(inputs, shapes, strict=True) for c, n in zip(labels, shape, strict=True)}
+    _, kind, planned, _, _ = Program([node], [n for n in nodes_of([node]) if n.kind == "var"], fuse=False)._steps[-1]
+    if kind == "scatter":  # a δ scatter: only its core contraction computes
+        expansion, planned, _ = planned
+        core_inputs, _, core_out = expansion.core.partition("->")
+        if planned is None or (core_inputs.count(",") == 0 and sorted(core_inputs) == sorted(core_out)):
+            return 0  # no core, or a core that only relabels its operand (a view)
+    total = 0
+    for _, removed, step, _, _ in planned.contraction_list:
+        step_inputs = step.split("->")[0].split(",")
+        total += opt_einsum.helpers.flop_count(set("".join(step_inputs)), bool(removed), len(step_inputs), sizes)
+    assert total <= opt_einsum.contract_path(node.param, *shapes, shapes=True)[1].opt_cost
+    return total
 
 
 def _independent_flops(root) -> int:
@@ -508,3 +523,39 @@ def test_vjp_and_jvp_of_the_identity_and_of_an_unused_argument():
     np.testing.assert_array_equal(gz, np.zeros(2))
     value, tangent = jt.jvp(lambda x, z: x, (x, z), (np.array([1.0, 0.0, -1.0]), np.ones(2)))
     np.testing.assert_array_equal(tangent, [1.0, 0.0, -1.0])
+
+
+# ---------------------------------------------------------------------------- planning: fusion and δ scatters
+def test_dense_hessian_scatters_its_deltas_instead_of_multiplying_by_them():
+    """The dense matrix-factorization Hessian δ(i,i')·2VᵀV is written along the diagonal
+    of a zero array; no n × n identity is materialized and no FLOP is spent on it."""
+    rng = np.random.default_rng(3)
+    U, V, T = rng.normal(size=(40, 3)), rng.normal(size=(40, 3)), rng.normal(size=(40, 40))
+    d = jt.derivative_expression(matrix_factorization, U, V, T, order=2)
+    program = Program([d.expression], d.inputs)
+    assert "scatter" in [step[1] for step in program._steps]
+    assert all(c.size < 40 * 40 for c in program._constants.values())
+    np.testing.assert_allclose(program(U, V, T)[0], np.einsum("ik,jl->ijkl", np.eye(40), 2 * V.T @ V), **TOL)
+    assert d.flops < 40 * 40 * 3 * 3  # far below one FLOP per Hessian entry
+
+
+def test_fused_contraction_is_planned_whole():
+    """The compressed MF Hessian's three-operand chain gets the n·k² bracketing (V⊗V first)."""
+    from jacacc.tensor.expr import fuse_einsums
+
+    rng = np.random.default_rng(4)
+    n, k = 60, 3
+    U, V, T = rng.normal(size=(n, k)), rng.normal(size=(n, k)), rng.normal(size=(n, n))
+    mask = (rng.random((n, n)) < 0.5).astype(float)
+    f = lambda U, V, T, M: np.sum((M * (T - U @ V.T)) ** 2)  # noqa: E731
+    d = jt.derivative_expression(f, U, V, T, mask, order=2)
+    stored = d.factor.tensor
+    (fused,) = fuse_einsums([stored])
+    assert flops_total(fused) < flops_total(stored)
+    compressed = jt.hessian(f, compress=True)(U, V, T, mask)
+    blocks = 2 * np.einsum("ij,jk,jl->ikl", mask**2, V, V)
+    np.testing.assert_allclose(np.sort(compressed.stored.ravel()), np.sort(blocks.ravel()), **TOL)
+
+
+def flops_total(root):
+    return sum(node_flops(n) for n in nodes_of([root]))

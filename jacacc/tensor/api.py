@@ -19,7 +19,7 @@ import numpy as np
 from jacacc.errors import RegistryError, TraceError
 from jacacc.tensor.derive import derivative_factors, tensor_modes
 from jacacc.tensor.evaluate import Program, array_module
-from jacacc.tensor.expr import Tensor, flops_of, render, var, zeros
+from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, materialize
 from jacacc.tensor.graph import tensor_graph
 from jacacc.tensor.trace import TracedFunction, trace
@@ -134,6 +134,8 @@ def _derive(traced: TracedFunction, argnum: int, order: int, mode: str) -> Deriv
         factor, flops, _ = derivative_factor(expression, x, mode)
         passes.append(flops)
         expression = materialize(factor)
+    # what runs: the last expression with its einsum chains fused (as Program does)
+    (expression,) = fuse_einsums([expression])
     return DerivativeExpression(expression, factor, flops_of([expression]), passes, mode, traced.inputs)
 
 

@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import MissingExtraError
-from jacacc.tensor.expr import UNARY, Tensor, node_flops, nodes_of
+from jacacc.tensor.expr import (
+    UNARY,
+    Tensor,
+    contraction_path,
+    delta_expansion,
+    fuse_einsums,
+    node_flops,
+    nodes_of,
+)
 
 __all__ = ["Program", "array_module"]
 
@@ -37,7 +45,24 @@ def _contract_expression(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> 
         import opt_einsum
     except ImportError as exc:  # pragma: no cover - opt_einsum ships with the tensor extra
         raise MissingExtraError("jacacc.tensor needs opt_einsum: pip install 'jacacc[tensor]'") from exc
-    return opt_einsum.contract_expression(subscripts, *shapes, optimize="optimal" if len(shapes) <= 4 else "greedy")
+    path, _ = contraction_path(subscripts, tuple(tuple(s) for s in shapes))
+    return opt_einsum.contract_expression(subscripts, *shapes, optimize=[list(step) for step in path])
+
+
+def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Sequence[tuple[int, ...]],
+             core: Any) -> Any:
+    """A zero array of ``shape`` with ``core`` written along its δ diagonals
+    (:class:`~jacacc.tensor.expr.DeltaExpansion`): one strided view axis per class
+    of tied axes, the core's classes first, the rest broadcast (``core`` None: 1)."""
+    result = xp.zeros(shape, dtype=dtype)
+    view = xp.lib.stride_tricks.as_strided(
+        result, shape=tuple(shape[axes[0]] for axes in class_axes),
+        strides=tuple(sum(result.strides[a] for a in axes) for axes in class_axes))
+    if core is None:
+        view[...] = 1
+    else:
+        view[...] = core.reshape(core.shape + (1,) * (len(class_axes) - core.ndim))
+    return result
 
 
 class Program:
@@ -49,6 +74,9 @@ class Program:
     inputs : sequence of Tensor
         The ``var`` nodes, in the order the call takes their values.
     dtype : numpy dtype, default float64
+    fuse : bool, default True
+        Inline einsums that feed a single einsum (:func:`~jacacc.tensor.expr.fuse_einsums`)
+        so each contraction is planned whole; ``flops`` counts what runs.
 
     Examples
     --------
@@ -59,8 +87,9 @@ class Program:
     ([1.0, 1.0], 10)
     """
 
-    def __init__(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: Any = np.float64) -> None:
-        self.outputs = tuple(outputs)
+    def __init__(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: Any = np.float64,
+                 fuse: bool = True) -> None:
+        self.outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
         self.inputs = tuple(inputs)
         self.dtype = np.dtype(dtype)
         nodes = nodes_of(self.outputs)
@@ -77,19 +106,27 @@ class Program:
                 last_use[slot[id(a)]] = k
         keep = set(self._output_slots)
         self._steps: list[tuple[int, str, Any, tuple[int, ...], tuple[int, ...]]] = []
-        self._constants: dict[int, np.ndarray] = {}
+        read: set[int] = set(keep)  # slots some step reads the value of (δs a scatter spreads are not)
         for k, n in enumerate(nodes):
             args = tuple(slot[id(a)] for a in n.args)
             free = tuple(sorted({a for a in args if last_use.get(a) == k and a not in keep}))
-            if n.kind == "const":
-                self._constants[k] = np.asarray(n.value, dtype=self.dtype)
-            elif n.kind == "einsum":
+            expansion = delta_expansion(n.param, n.args) if n.kind == "einsum" else None
+            if expansion is not None:
+                core = _contract_expression(expansion.core, [n.args[m].shape for m in expansion.core_args]) \
+                    if expansion.core else None
+                self._steps.append((k, "scatter", (expansion, core, n.shape), args, free))
+                read.update(args[m] for m in expansion.core_args)
+                continue
+            read.update(args)
+            if n.kind == "einsum":
                 self._steps.append((k, "einsum", _contract_expression(n.param, [a.shape for a in n.args]), args, free))
             elif n.kind == "unary":
                 name, p = n.param
                 self._steps.append((k, "unary", (UNARY[name], p), args, free))
             elif n.kind == "add":
                 self._steps.append((k, "add", None, args, free))
+        self._constants: dict[int, np.ndarray] = {
+            k: np.asarray(n.value, dtype=self.dtype) for k, n in enumerate(nodes) if n.kind == "const" and k in read}
         self._device_constants: dict[str, dict[int, Any]] = {}
 
     @property
@@ -120,6 +157,11 @@ class Program:
         for k, kind, op, args, free in self._steps:
             if kind == "einsum":
                 values[k] = op(*(values[a] for a in args), backend=xp.__name__)
+            elif kind == "scatter":
+                expansion, core, shape = op
+                core_value = core(*(values[args[m]] for m in expansion.core_args), backend=xp.__name__) \
+                    if core is not None else None
+                values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
             elif kind == "unary":
                 fn, p = op
                 values[k] = fn(xp, values[args[0]], p)

@@ -36,10 +36,12 @@ True
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -338,8 +340,36 @@ def nodes_of(roots: Iterable[Tensor]) -> list[Tensor]:
     return order
 
 
+#: Most operands a fused einsum gets (:func:`fuse_einsums`).
+MAX_FUSED_OPERANDS = 6
+
+
+@functools.lru_cache(maxsize=8192)
+def contraction_path(subscripts: str, shapes: tuple[Shape, ...]) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """The pairwise contraction order of an einsum and its FLOPs (opt_einsum's cost model).
+
+    The cheapest of opt_einsum's exhaustive ("optimal", up to four operands),
+    dynamic-programming and greedy paths, ties broken by the largest
+    intermediate: no single optimizer wins everywhere ("optimal" keeps a
+    scalar factor first and then misses a cheaper bracketing that "dp" finds).
+    The evaluator runs exactly this path, so the FLOPs reported are those run.
+    """
+    import opt_einsum
+
+    n = len(shapes)
+    strategies = ["optimal"] if n <= 2 else (["optimal", "dp", "greedy"] if n <= 4 else ["dp", "greedy"])
+    best: tuple[int, int, Any] | None = None
+    for strategy in strategies:
+        path, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=strategy)
+        key = (int(info.opt_cost), int(info.largest_intermediate), path)
+        if best is None or key[:2] < best[:2]:
+            best = key
+    assert best is not None
+    return tuple(tuple(step) for step in best[2]), best[0]
+
+
 def einsum_flops(subscripts: str, shapes: Sequence[Shape]) -> int:
-    """FLOPs of an einsum by opt_einsum's cost model (its optimal-path cost).
+    """FLOPs of an einsum by opt_einsum's cost model, on the path :func:`contraction_path` picks.
 
     A pure relabelling of one operand (a transpose) costs nothing: NumPy
     returns a view.
@@ -347,16 +377,77 @@ def einsum_flops(subscripts: str, shapes: Sequence[Shape]) -> int:
     inputs, out = _parse(subscripts, len(shapes))
     if len(inputs) == 1 and sorted(inputs[0]) == sorted(out) and len(set(out)) == len(out):
         return 0
-    import opt_einsum
+    return contraction_path(subscripts, tuple(tuple(s) for s in shapes))[1]
 
-    _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize="optimal" if len(shapes) <= 4 else "greedy")
-    return int(info.opt_cost)
+
+@dataclass(frozen=True)
+class DeltaExpansion:
+    """How an einsum that only spreads values over δ diagonals and broadcasts is evaluated.
+
+    An einsum whose unit operands (δs, ones) all keep their indices in the
+    output — a dense Hessian written out from its compressed form, ``δ(i,i')·S``
+    — is a *scatter*, not a product: the zero array of the output is viewed
+    through one axis per class of δ-tied output axes (strides summed), and the
+    product of the other operands (the *core*, contracted over what the output
+    lacks) is written into that view, broadcast along classes the core lacks.
+    Only the core's contraction does arithmetic.
+
+    Attributes
+    ----------
+    core : str
+        Subscripts of the core contraction (``""``: no core, the value is 1).
+    core_args : tuple of int
+        Positions of the core's operands among the einsum's.
+    class_axes : tuple of tuple of int
+        Output axes of each class, the core's output classes first.
+    """
+
+    core: str
+    core_args: tuple[int, ...]
+    class_axes: tuple[tuple[int, ...], ...]
+
+
+def delta_expansion(subscripts: str, operands: Sequence[Tensor]) -> DeltaExpansion | None:
+    """The scatter plan of an einsum with δ operands (see :class:`DeltaExpansion`),
+    or ``None`` when it has none or a δ index is summed."""
+    inputs, out = _parse(subscripts, len(operands))
+    units = [k for k, op in enumerate(operands) if op.kind == "const" and op.param[0] in ("delta", "ones")]
+    if not any(operands[k].param[0] == "delta" for k in units):
+        return None
+    if any(c not in out for k in units for c in inputs[k]):
+        return None
+    parent = {c: c for c in out}
+
+    def find(c: str) -> str:
+        while parent[c] != c:
+            c = parent[c]
+        return c
+
+    for k in units:
+        if operands[k].param[0] == "delta":
+            a, b = inputs[k]
+            parent[find(b)] = find(a)
+    core_args = tuple(k for k in range(len(operands)) if k not in units)
+    rename = {c: find(c) if c in parent else c for k in core_args for c in inputs[k]}
+    core_inputs = ["".join(rename[c] for c in inputs[k]) for k in core_args]
+    classes = list(dict.fromkeys(find(c) for c in out))
+    core_out = "".join(c for c in dict.fromkeys("".join(core_inputs)) if c in classes)
+    ordered = list(core_out) + [c for c in classes if c not in core_out]
+    class_axes = tuple(tuple(n for n, c in enumerate(out) if find(c) == r) for r in ordered)
+    core = ",".join(core_inputs) + "->" + core_out if core_args else ""
+    return DeltaExpansion(core, core_args, class_axes)
 
 
 def node_flops(node: Tensor) -> int:
-    """FLOPs of one node: its einsum's cost, one per element per extra term of a sum,
-    one per element of an elementwise function; leaves cost nothing."""
+    """FLOPs of one node: its einsum's cost (for a δ scatter, its core's:
+    :class:`DeltaExpansion`), one per element per extra term of a sum, one per
+    element of an elementwise function; leaves cost nothing."""
     if node.kind == "einsum":
+        expansion = delta_expansion(node.param, node.args)
+        if expansion is not None:
+            if not expansion.core:
+                return 0
+            return einsum_flops(expansion.core, [node.args[k].shape for k in expansion.core_args])
         return einsum_flops(node.param, [a.shape for a in node.args])
     if node.kind == "add":
         return node.size * (len(node.args) - 1)
@@ -370,6 +461,67 @@ def flops_of(roots: Iterable[Tensor], exclude: Iterable[Tensor] = ()) -> int:
     nodes also reachable from ``exclude`` (already computed) not counted."""
     skip = {id(n) for n in nodes_of(exclude)}
     return sum(node_flops(n) for n in nodes_of(roots) if id(n) not in skip)
+
+
+# ---------------------------------------------------------------------------- fusion
+def fuse_einsums(roots: Sequence[Tensor], max_operands: int = MAX_FUSED_OPERANDS) -> list[Tensor]:
+    """``roots`` with every einsum that feeds exactly one other einsum (and is no
+    root) inlined into it, so that opt_einsum plans the whole contraction.
+
+    Elimination builds products two factors at a time in the order of the
+    elimination sequence; a chain of such binary products can force a large
+    intermediate that another bracketing avoids (the matrix-factorization
+    Hessian's ``V *(jk,ij,jl)`` chain builds an ``n × k × n`` tensor pairwise
+    but only ``n × k²`` when ``V ⊗ V`` is formed first).  Fusing gives the path
+    optimizer the choice; the result has the same value, and since the binary
+    bracketing is one of the paths "optimal" considers, never more FLOPs.
+
+    >>> A, B, C = var("A", (50, 2)), var("B", (2, 50)), var("C", (50,))
+    >>> y = einsum("ij,j->i", einsum("ik,kj->ij", A, B), C)
+    >>> fused = fuse_einsums([y])[0]
+    >>> fused.param, flops_of([fused]) < flops_of([y])
+    ('ik,kj,j->i', True)
+    """
+    order = nodes_of(roots)
+    uses: dict[int, int] = {}
+    for node in order:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    keep = {id(r) for r in roots}
+    fused: dict[int, Tensor] = {}
+    for node in order:
+        args = tuple(fused[id(a)] for a in node.args)
+        if node.kind != "einsum":
+            same = all(a is b for a, b in zip(args, node.args, strict=True))
+            fused[id(node)] = node if same else _intern(node.kind, node.shape, args, node.param, node._value)
+            continue
+        inline = [orig.kind == "einsum" and a.kind == "einsum" and uses[id(orig)] == 1 and id(orig) not in keep
+                  for orig, a in zip(node.args, args, strict=True)]
+        fused[id(node)] = _inline_operands(node.param, args, inline, max_operands)
+    return [fused[id(r)] for r in roots]
+
+
+def _inline_operands(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:
+    """The einsum ``subscripts`` of ``args`` with the einsum operands flagged in
+    ``inline`` replaced by their own operands (while at most ``max_operands``)."""
+    inputs, out = _parse(subscripts, len(args))
+    taken = set(subscripts) - set(",->")
+    fresh = (symbol(k) for k in itertools.count() if symbol(k) not in taken)
+    count = len(args)
+    terms: list[tuple[str, Tensor]] = []
+    for labels, a, flag in zip(inputs, args, inline, strict=True):
+        if not flag or count - 1 + len(a.args) > max_operands:
+            terms.append((labels, a))
+            continue
+        count += len(a.args) - 1
+        inner_inputs, inner_out = _parse(a.param, len(a.args))
+        # the inner output's letters become the outer operand's; summed ones get new letters
+        rename = dict(zip(inner_out, labels, strict=True))
+        for c in dict.fromkeys("".join(inner_inputs)):
+            if c not in rename:
+                rename[c] = next(fresh)
+        terms.extend(("".join(rename[c] for c in ls), b) for ls, b in zip(inner_inputs, a.args, strict=True))
+    return einsum(",".join(ls for ls, _ in terms) + "->" + out, *(b for _, b in terms))
 
 
 # ---------------------------------------------------------------------------- printing
