@@ -1,12 +1,14 @@
-"""Evaluating tensor expressions: planned once, run many times (opt_einsum ``contract_expression``).
+"""Evaluating tensor expressions: planned once, run many times (paths from opt_einsum).
 
-A :class:`Program` takes the expression DAG of one or more outputs, orders its
-nodes, plans every einsum once with :func:`opt_einsum.contract_expression`
-(the contraction path and its FLOP count come from the same plan that runs),
-converts constants to the working dtype, and frees every intermediate after
-its last use.  Calling it with arrays binds the ``var`` nodes by name.  CuPy
-arrays are accepted where CuPy is installed: the program then runs on the GPU
-(opt_einsum dispatches to CuPy, the elementwise functions come from CuPy).
+A :class:`Program` takes the expression DAG of one or more outputs, fuses
+einsum chains (:func:`~jacacc.tensor.expr.fuse_einsums`), orders its nodes,
+plans every einsum once (:class:`Contraction`: opt_einsum's path, the same one
+its FLOP count comes from, run as ``tensordot``/``einsum`` steps), evaluates
+einsums that only spread values over δ diagonals as scatters into a zero array,
+converts constants to the working dtype, and frees every intermediate after its
+last use.  Calling it with arrays binds the ``var`` nodes by name.  CuPy arrays
+are accepted where CuPy is installed: the program then runs on the GPU (the
+steps and the elementwise functions come from CuPy).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from jacacc.tensor.expr import (
     nodes_of,
 )
 
-__all__ = ["Program", "array_module"]
+__all__ = ["Contraction", "Program", "array_module"]
 
 
 def array_module(arrays: Sequence[Any]) -> Any:
@@ -40,13 +42,56 @@ def array_module(arrays: Sequence[Any]) -> Any:
     return np
 
 
-def _contract_expression(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> Any:
-    try:
-        import opt_einsum
-    except ImportError as exc:  # pragma: no cover - opt_einsum ships with the tensor extra
-        raise MissingExtraError("jacacc.tensor needs opt_einsum: pip install 'jacacc[tensor]'") from exc
-    path, _ = contraction_path(subscripts, tuple(tuple(s) for s in shapes))
-    return opt_einsum.contract_expression(subscripts, *shapes, optimize=[list(step) for step in path])
+class Contraction:
+    """One einsum, planned: the pairwise steps of :func:`~jacacc.tensor.expr.contraction_path`
+    run directly as ``tensordot`` (BLAS) or ``einsum`` calls of the array module.
+
+    opt_einsum plans the path and costs it; running the few steps here avoids its
+    per-call dispatch (tens of µs, which dominated small derivatives).  The steps
+    are opt_einsum's ``contraction_list`` (kept as that attribute), executed as
+    opt_einsum does: a two-operand step it marks as BLAS-able without an einsum
+    fallback is a ``tensordot`` plus a transpose to the step's output order.
+
+    >>> c = Contraction("ij,jk,k->i", [(2, 3), (3, 4), (4,)])
+    >>> c(np.ones((2, 3)), np.ones((3, 4)), np.ones(4), xp=np).tolist()
+    [12.0, 12.0]
+    """
+
+    def __init__(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> None:
+        try:
+            import opt_einsum
+        except ImportError as exc:  # pragma: no cover - opt_einsum ships with the tensor extra
+            raise MissingExtraError("jacacc.tensor needs opt_einsum: pip install 'jacacc[tensor]'") from exc
+        path, _ = contraction_path(subscripts, tuple(tuple(s) for s in shapes))
+        _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=[list(step) for step in path])
+        self.subscripts = subscripts
+        self.contraction_list = info.contraction_list
+        self._steps = [self._step(entry) for entry in info.contraction_list]
+
+    @staticmethod
+    def _step(entry: tuple) -> tuple[tuple[int, ...], str, Any]:
+        positions, removed, subscripts, _, blas = entry
+        inputs, _, out = subscripts.partition("->")
+        terms = inputs.split(",")
+        if blas and "EINSUM" not in blas and len(terms) == 2:
+            left, right = terms
+            axes = ([left.index(c) for c in removed], [right.index(c) for c in removed])
+            produced = "".join(c for c in left if c not in removed) + "".join(c for c in right if c not in removed)
+            perm = None if produced == out else tuple(produced.index(c) for c in out)
+            return tuple(positions), "tensordot", (axes, perm)
+        return tuple(positions), "einsum", subscripts
+
+    def __call__(self, *operands: Any, xp: Any = np) -> Any:
+        stack = list(operands)
+        for positions, kind, how in self._steps:
+            taken = [stack.pop(p) for p in positions]
+            if kind == "tensordot":
+                axes, perm = how
+                result = xp.tensordot(taken[0], taken[1], axes=axes)
+                stack.append(result if perm is None else result.transpose(perm))
+            else:
+                stack.append(xp.einsum(how, *taken))
+        return stack[0]
 
 
 def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Sequence[tuple[int, ...]],
@@ -112,14 +157,14 @@ class Program:
             free = tuple(sorted({a for a in args if last_use.get(a) == k and a not in keep}))
             expansion = delta_expansion(n.param, n.args) if n.kind == "einsum" else None
             if expansion is not None:
-                core = _contract_expression(expansion.core, [n.args[m].shape for m in expansion.core_args]) \
+                core = Contraction(expansion.core, [n.args[m].shape for m in expansion.core_args]) \
                     if expansion.core else None
                 self._steps.append((k, "scatter", (expansion, core, n.shape), args, free))
                 read.update(args[m] for m in expansion.core_args)
                 continue
             read.update(args)
             if n.kind == "einsum":
-                self._steps.append((k, "einsum", _contract_expression(n.param, [a.shape for a in n.args]), args, free))
+                self._steps.append((k, "einsum", Contraction(n.param, [a.shape for a in n.args]), args, free))
             elif n.kind == "unary":
                 name, p = n.param
                 self._steps.append((k, "unary", (UNARY[name], p), args, free))
@@ -156,10 +201,10 @@ class Program:
                 values[slot] = a
         for k, kind, op, args, free in self._steps:
             if kind == "einsum":
-                values[k] = op(*(values[a] for a in args), backend=xp.__name__)
+                values[k] = op(*(values[a] for a in args), xp=xp)
             elif kind == "scatter":
                 expansion, core, shape = op
-                core_value = core(*(values[args[m]] for m in expansion.core_args), backend=xp.__name__) \
+                core_value = core(*(values[args[m]] for m in expansion.core_args), xp=xp) \
                     if core is not None else None
                 values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
             elif kind == "unary":
