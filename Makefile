@@ -41,6 +41,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/dual_graph_figure.py
 	$(PY) experiments/kernel_benchmark.py
 	$(PY) experiments/frontend_sizes.py
+	$(PY) experiments/tensor_hessians.py
 	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed

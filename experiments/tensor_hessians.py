@@ -661,6 +661,36 @@ def plot_tensor_hessians(record: dict, path: str | os.PathLike | None = None, qu
     return fig
 
 
+def _cell(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if a is None or b is None else f"{a / b:.2f}"
+
+
+def readme_table(record: dict) -> str:
+    """The README's table of Hessian times (median, warm) per problem and n: jacacc in
+    cross-country mode and compressed, the peers, the closed form, and the ratios
+    of cross-country to the best peer and to the closed form."""
+    lines = ["| problem | n | jacacc cross_country | jacacc compressed | jax | torch | closed form | "
+             "/ best peer | / closed form |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in record["results"]["summary"]:
+        if s["quantity"] != "hessian":
+            continue
+        t = s["seconds"]
+        cc = t.get("jacacc-cross_country")
+        if cc is None and t.get("jacacc-compressed") is None:
+            continue  # every jacacc method over the budget: nothing to show
+        lines.append(f"| {TITLES.get(s['problem'], s['problem'])} | {s['n']} | {_cell(cc)} | "
+                     f"{_cell(t.get('jacacc-compressed'))} | {_cell(t.get('jax'))} | {_cell(t.get('torch'))} | "
+                     f"{_cell(s['closed_form_s'])} | {_ratio(cc, s['best_peer_s'])} | "
+                     f"{_ratio(cc, s['closed_form_s'])} |")
+    return "\n".join(lines)
+
+
 def print_table(rows: list[dict]) -> None:
     print(f"\n{'problem':<21} {'n':>5} {'quantity':<8} {'method':<23} {'seconds':>10} {'first':>9} "
           f"{'/peer':>7} {'/closed':>8}")

@@ -2,7 +2,9 @@
 
 Replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``
 with ``results/compare_methods.md``, the heuristic run-time summary and the
-figure links, so the README shows what ``make experiments`` last measured.
+figure links, and the block between ``<!-- tensor-results:start -->`` and
+``<!-- tensor-results:end -->`` with the tensor-Hessian table, so the README
+shows what ``make experiments`` last measured.
 """
 
 from __future__ import annotations
@@ -53,6 +55,39 @@ def render(results_dir: str) -> str:
     ])
 
 
+TENSOR_START, TENSOR_END = "<!-- tensor-results:start -->", "<!-- tensor-results:end -->"
+
+
+def render_tensor(results_dir: str) -> str | None:
+    """The tensor-Hessian table block (``tensor_hessians.py``'s record), or None without a record."""
+    path = os.path.join(results_dir, "tensor_hessians.json")
+    if not os.path.exists(path):
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tensor_hessians import readme_table
+
+    record = read_record(path)
+    env = record["environment"]
+    threads = record["parameters"].get("threads")
+    return "\n".join([
+        TENSOR_START,
+        f"Measured by `python experiments/tensor_hessians.py` on {record['created'][:10]} ({env['platform']}, "
+        f"{env['cpu_count']} cores, {threads or 'default'} thread(s) per library; seed {record['seed']}); "
+        "Hessian, float64, median of warm calls; – where a method ran out of its time or memory budget.",
+        "",
+        readme_table(record),
+        "",
+        "![Hessian time against n](figures/tensor_hessians.png)",
+        TENSOR_END,
+    ])
+
+
+def _replace(text: str, start: str, end: str, block: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return head + block + tail
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results")
@@ -62,10 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         text = fh.read()
     if START not in text or END not in text:
         raise SystemExit(f"{args.readme} has no {START} … {END} block")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
+    text = _replace(text, START, END, render(args.results))
+    tensor = render_tensor(args.results)
+    if tensor is not None and TENSOR_START in text and TENSOR_END in text:
+        text = _replace(text, TENSOR_START, TENSOR_END, tensor)
     with open(args.readme, "w", encoding="utf-8") as fh:
-        fh.write(head + render(args.results) + tail)
+        fh.write(text)
     return 0
 
 

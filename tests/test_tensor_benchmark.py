@@ -19,7 +19,7 @@ pytest.importorskip("opt_einsum")
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "experiments" / "tensor_hessians.py"
-NOTEBOOK = REPO / "experiments" / "tensor_hessians.ipynb"
+NOTEBOOK = REPO / "experiments" / "notebooks" / "tensor_hessians.ipynb"
 REPRODUCTION = REPO / "paper_reproductions" / "002_tensor_calculus.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIZES = (4, 8)
@@ -197,3 +197,22 @@ def test_reproduction_script():
                           cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "claim (b) holds" in done.stdout and "cross-country / reverse" in done.stdout
+
+
+def test_readme_block_is_rendered_from_the_record(run, tmp_path):
+    """update_readme fills the README's tensor block with one table row per (problem, n) Hessian."""
+    out, record = run
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- results:start -->\n<!-- results:end -->\nb\n"
+                      "<!-- tensor-results:start -->\nold\n<!-- tensor-results:end -->\nc\n")
+    update = load(REPO / "experiments" / "update_readme.py", "experiments_update_readme")
+    block = update.render_tensor(str(out / "results"))
+    hessians = [s for s in record["results"]["summary"] if s["quantity"] == "hessian"
+                and {"jacacc-cross_country", "jacacc-compressed"} & set(s["seconds"])]
+    rows = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| problem")]
+    assert len(rows) == len(hessians) > 0
+    assert "figures/tensor_hessians.png" in block
+    text = readme.read_text()
+    readme.write_text(update._replace(text, "<!-- tensor-results:start -->", "<!-- tensor-results:end -->", block))
+    assert "\nold\n" not in readme.read_text() and readme.read_text().endswith("<!-- tensor-results:end -->\nc\n")
+    assert rows[0] in readme.read_text()

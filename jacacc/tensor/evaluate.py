@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.errors import MissingExtraError
+from jacacc.errors import MissingExtraError, UnsupportedOperationError
 from jacacc.tensor.expr import (
+    OPERATORS,
     UNARY,
     Tensor,
     contraction_path,
@@ -170,6 +171,10 @@ class Program:
                 self._steps.append((k, "unary", (UNARY[name], p), args, free))
             elif n.kind == "add":
                 self._steps.append((k, "add", None, args, free))
+            elif n.kind == "op":
+                name, options, index = n.param
+                self._steps.append((k, "op", (OPERATORS[name], dict(options), index, (name, options, args)), args,
+                                    free))
         self._constants: dict[int, np.ndarray] = {
             k: np.asarray(n.value, dtype=self.dtype) for k, n in enumerate(nodes) if n.kind == "const" and k in read}
         self._device_constants: dict[str, dict[int, Any]] = {}
@@ -179,6 +184,18 @@ class Program:
         """FLOPs of one evaluation: the einsums' planned costs, one per element of a
         sum term and of an elementwise function."""
         return sum(node_flops(n) for n in self.nodes)
+
+    @staticmethod
+    def _operator_output(op: tuple, arrays: list[Any], groups: dict[tuple, tuple], xp: Any) -> Any:
+        """One output of a general function; the function runs once per application."""
+        operator, options, index, group = op
+        result = groups.get(group)
+        if result is None:
+            if xp is not np:
+                raise UnsupportedOperationError(f"the operator {operator.name} runs on NumPy arrays only")
+            result = operator.forward(*arrays, **options)
+            groups[group] = result = result if isinstance(result, tuple) else (result,)
+        return result[index]
 
     def _constants_for(self, xp: Any) -> dict[int, Any]:
         if xp is np:
@@ -194,6 +211,7 @@ class Program:
             raise TypeError(f"the program takes {len(self.inputs)} arrays, got {len(arrays)}")
         xp = array_module(arrays)
         values: dict[int, Any] = dict(self._constants_for(xp))
+        groups: dict[tuple, tuple] = {}  # operator applications computed so far (all their outputs)
         for slot, a, x in zip(self._input_slots, arrays, self.inputs, strict=True):
             if slot is not None:
                 if tuple(a.shape) != x.shape:
@@ -210,6 +228,8 @@ class Program:
             elif kind == "unary":
                 fn, p = op
                 values[k] = fn(xp, values[args[0]], p)
+            elif kind == "op":
+                values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)
             else:
                 total = values[args[0]] + values[args[1]]
                 for a in args[2:]:

@@ -88,7 +88,7 @@ class Tensor:
     Attributes
     ----------
     kind : str
-        ``"var"``, ``"const"``, ``"einsum"``, ``"add"`` or ``"unary"``.
+        ``"var"``, ``"const"``, ``"einsum"``, ``"add"``, ``"unary"`` or ``"op"`` (a general function).
     shape : tuple of int
     args : tuple of Tensor
         The operands.
@@ -168,6 +168,16 @@ def _intern(kind: str, shape: Shape, args: tuple[Tensor, ...], param: Any, value
     node = Tensor(kind, shape, args, param, value)
     _INTERN[key] = node
     return node
+
+
+#: Registered general functions (:mod:`jacacc.tensor.operators` fills it): name → Operator.
+OPERATORS: dict[str, Any] = {}
+
+
+def operator_node(name: str, args: tuple[Tensor, ...], options: tuple, index: int, shape: Shape) -> Tensor:
+    """Output ``index`` of the general function ``name`` (an :class:`~jacacc.tensor.operators.Operator`)
+    on ``args``: a node of kind ``"op"`` whose param is ``(name, options, index)``."""
+    return _intern("op", tuple(int(n) for n in shape), args, (name, options, index))
 
 
 # ---------------------------------------------------------------------------- leaves
@@ -453,6 +463,9 @@ def node_flops(node: Tensor) -> int:
         return node.size * (len(node.args) - 1)
     if node.kind == "unary":
         return node.size
+    if node.kind == "op":  # counted once per application, on its first output
+        name, options, index = node.param
+        return 0 if index else int(OPERATORS[name].flops(*(a.shape for a in node.args), **dict(options)))
     return 0
 
 
@@ -545,6 +558,14 @@ def _einsum_text(node: Tensor, parts: list[str]) -> str:
     return f"einsum({node.param})({', '.join(parts)})"
 
 
+def _operator_text(node: Tensor, parts: list[str]) -> str:
+    name, options, index = node.param
+    flags = ", ".join(f"{k}={v!r}" for k, v in options)
+    text = f"{name}{'[' + flags + ']' if flags else ''}({', '.join(parts)})"
+    return f"{text}[{index}]" if len(OPERATORS[name].output_shapes(*(a.shape for a in node.args),
+                                                                     **dict(options))) > 1 else text
+
+
 def render(root: Tensor) -> str:
     """``root`` in the paper's notation; subexpressions used more than once are
     named (``t0 = …``) and listed first."""
@@ -572,6 +593,8 @@ def render(root: Tensor) -> str:
             name, p = node.param
             inner = text[id(node.args[0])]
             t = f"{name}({inner})" if p is None else f"{name}[{p:g}]({inner})"
+        elif node.kind == "op":
+            t = _operator_text(node, [text[id(a)] for a in node.args])
         else:
             t = _einsum_text(node, [wrap(a) for a in node.args])
         if uses.get(id(node), 0) > 1 and node.kind not in ("var", "const") and node is not root:
