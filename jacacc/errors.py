@@ -3,10 +3,12 @@
 Every error a user can provoke with bad input derives from :class:`JacaccError`,
 so callers can catch one type; each subclass also derives from the builtin
 exception a Python user would expect (``ValueError``, ``TypeError``,
-``ImportError``).
+``ImportError``, ``numpy.linalg.LinAlgError``).
 """
 
 from __future__ import annotations
+
+from numpy.linalg import LinAlgError  # numpy is a core dependency; numpy.linalg loads with numpy
 
 
 class JacaccError(Exception):
@@ -32,6 +34,13 @@ class UnsupportedOperationError(JacaccError, TypeError):
 class TraceError(JacaccError, ValueError):
     """A function cannot be traced as called: bad ``n_inputs``, an output that is
     not a number or traced value, a tracer used outside its trace."""
+
+
+class NotPositiveDefiniteError(JacaccError, LinAlgError):
+    """A matrix that must be symmetric positive definite is not: its Cholesky
+    factorization (``jacacc.linalg.potrf``) or the inverse from a singular
+    Cholesky factor (``potri``) failed; the message names the operator and the
+    batch index."""
 
 
 class MissingExtraError(JacaccError, ImportError):
