@@ -22,6 +22,7 @@ from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, materialize
 from jacacc.tensor.graph import tensor_graph
+from jacacc.tensor.linear import Partial, as_factor, dense
 from jacacc.tensor.trace import TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
@@ -77,8 +78,9 @@ def _zero_factor(out_shape: tuple[int, ...], inp_shape: tuple[int, ...]) -> Fact
                                out_shape, inp_shape)
 
 
-def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Factor, int, list[Hashable]]:
-    """∂y/∂x as a factor (δs symbolic), with the elimination's FLOPs and order."""
+def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Partial, int, list[Hashable]]:
+    """∂y/∂x as a factor (δs symbolic) — or a linear map where general functions
+    (:mod:`jacacc.tensor.operators`) lie on the way — with the elimination's FLOPs and order."""
     graph = tensor_graph([y], [x])
     factors, flops, order = derivative_factors(graph, mode)
     found = factors.get((graph.inputs[0], graph.outputs[0]))
@@ -87,7 +89,7 @@ def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Factor, int, lis
 
 def jacobian_expression(y: Tensor, x: Tensor, mode: str) -> Tensor:
     """The dense Jacobian of ``y`` w.r.t. ``x`` as an expression of shape ``y.shape + x.shape``."""
-    return materialize(derivative_factor(y, x, mode)[0])
+    return dense(derivative_factor(y, x, mode)[0])
 
 
 @dataclass
@@ -133,9 +135,11 @@ def _derive(traced: TracedFunction, argnum: int, order: int, mode: str) -> Deriv
     for _ in range(order):
         factor, flops, _ = derivative_factor(expression, x, mode)
         passes.append(flops)
-        expression = materialize(factor)
+        expression = dense(factor)
     # what runs: the last expression with its einsum chains fused (as Program does)
     (expression,) = fuse_einsums([expression])
+    # a linear map's written-out form is the factor compression can keep
+    factor = factor if isinstance(factor, Factor) else as_factor(factor)
     return DerivativeExpression(expression, factor, flops_of([expression]), passes, mode, traced.inputs)
 
 
@@ -334,7 +338,7 @@ def vjp(f: Callable, *args: Any, mode: str = "reverse") -> tuple[Any, Callable]:
     grads = []
     for vertex, x in zip(graph.inputs, traced.inputs, strict=True):
         found = factors.get((vertex, "sink"))
-        grads.append(materialize(found if found is not None else _zero_factor((), x.shape)))
+        grads.append(dense(found if found is not None else _zero_factor((), x.shape)))
     program = Program(grads, (*traced.inputs, cotangent), dtype)
 
     def pullback(ct: Any) -> tuple[Any, ...]:
@@ -371,7 +375,7 @@ def jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], mode: str = "
     graph = tensor_graph([y], traced.inputs, seeds=seeds)
     factors, _, _ = derivative_factors(graph, mode)
     found = factors.get(("seed", graph.outputs[0]))
-    tangent_out = materialize(found if found is not None else _zero_factor(y.shape, ()))
+    tangent_out = dense(found if found is not None else _zero_factor(y.shape, ()))
     program = Program([y, tangent_out], (*traced.inputs, *tangent_vars), dtype)
     value, out = program(*arrays, *(t.astype(dtype) for t in tangent_arrays))
     return value, out

@@ -29,12 +29,13 @@ import networkx as nx
 
 from jacacc.graph import CompGraph
 from jacacc.tensor.expr import PIECEWISE_CONSTANT, Tensor, const, einsum, nodes_of, scale, unary
-from jacacc.tensor.factor import Factor, accumulate, product
+from jacacc.tensor.factor import Factor
+from jacacc.tensor.linear import OperatorPartial, Partial, add_partials, chain
 
 __all__ = ["FactorAlgebra", "TensorGraph", "elementwise_derivative", "local_partials", "register_partial", "tensor_graph"]
 
 Edge = tuple[Hashable, Hashable]
-PartialRule = Callable[[Tensor, int], Factor | None]
+PartialRule = Callable[[Tensor, int], Partial | None]
 
 
 # ---------------------------------------------------------------------------- local partials
@@ -105,7 +106,14 @@ def _unary_partial(node: Tensor, k: int) -> Factor | None:
     return Factor.from_letters(derivative, labels, letters, letters, node.shape, node.shape)
 
 
-_RULES: dict[str, PartialRule] = {"einsum": _einsum_partial, "add": _add_partial, "unary": _unary_partial}
+def _operator_partial(node: Tensor, k: int) -> OperatorPartial:
+    """∂C/∂A_k of a general function (Theorems 6 and 9): a linear map given by the
+    operator's declared pushforward and pullback, never written out."""
+    return OperatorPartial(node, k)
+
+
+_RULES: dict[str, PartialRule] = {"einsum": _einsum_partial, "add": _add_partial, "unary": _unary_partial,
+                                  "op": _operator_partial}
 
 
 def register_partial(kind: str, rule: PartialRule) -> None:
@@ -131,7 +139,7 @@ def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int,
         if f is None or f.is_zero:
             continue
         position = first.setdefault(id(a), k)
-        found[position] = accumulate(found[position], f)[0] if position in found else f
+        found[position] = add_partials(found[position], f)[0] if position in found else f
     return found
 
 
@@ -158,18 +166,18 @@ class FactorAlgebra:
         other._products = self._products
         return other
 
-    def _product(self, left: Factor, right: Factor) -> tuple[Factor, int]:
+    def _product(self, left: Partial, right: Partial) -> tuple[Partial, int]:
         # the cache holds the operands, so their ids cannot be reused while cached
         key = (id(left), id(right))
         cached = self._products.get(key)
         if cached is None:
-            cached = self._products[key] = (left, right, *product(left, right))
+            cached = self._products[key] = (left, right, *chain(left, right))
         return cached[2], cached[3]
 
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         result, cost = self._product(self.factors[left], self.factors[right])
         if not new:
-            result, extra = accumulate(self.factors[target], result)
+            result, extra = add_partials(self.factors[target], result)
             cost += extra
         self.factors[target] = result
         self.flops += cost
@@ -180,7 +188,7 @@ class FactorAlgebra:
     def combine_cost(self, i: Hashable, j: Hashable, k: Hashable, *, new: bool) -> int:
         result, cost = self._product(self.factors[(j, k)], self.factors[(i, j)])
         if not new:
-            cost += accumulate(self.factors[(i, k)], result)[1]
+            cost += add_partials(self.factors[(i, k)], result)[1]
         return cost
 
     def max_order(self, i: Hashable, j: Hashable, k: Hashable) -> int:

@@ -1,0 +1,258 @@
+"""The linear-algebra operators as tensor expressions, with their derivatives (paper 004 §4).
+
+Two kinds, by what their derivative needs:
+
+* **Multilinear maps** — ``gemm``, ``gemm2``, ``syrk``, ``trmm`` (a product
+  with the masked triangle), ``sumlogdiag`` (diagonal, log, sum) — are
+  written as einsums, masks and elementwise functions of
+  :mod:`jacacc.tensor.expr`: the tensor calculus differentiates them itself
+  (Theorems 5, 7, 8, 10), to any order, and the evaluator runs them on BLAS
+  through ``tensordot``.
+* **Solves and factorizations** — ``trsm``, ``potrf``, ``potri`` — are general
+  functions (:class:`~jacacc.tensor.operators.Operator`): their forward pass is
+  the BLAS/LAPACK kernel of :mod:`jacacc.linalg.kernels`, and their pushforward
+  and pullback are the formulas of paper 004 §4 written with the same
+  operators (two triangular solves for potrf's backward, no inverse), so that
+  a derivative of a derivative works.
+
+Conventions.  Matrices are the last two axes; every operand of one call has
+the same batch shape.  An operator that reads one triangle (``lower``) has no
+derivative w.r.t. the other (the masks below).  ``potrf`` follows paper 004
+and PyTorch: its argument is a symmetric matrix, and its derivative is taken
+along symmetric directions — the pushforward uses ``sym(Ȧ) = (Ȧ + Ȧᵀ)/2`` and
+the pullback returns a symmetric ``Ā`` — so finite differences must perturb A
+symmetrically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jacacc.tensor import expr as E
+from jacacc.tensor.expr import Tensor
+from jacacc.tensor.operators import Operator, apply_operator, register_operator
+
+__all__ = ["gemm", "gemm2", "potrf", "potri", "sumlogdiag", "syrk", "trmm", "trsm"]
+
+
+# ---------------------------------------------------------------------------- expression helpers
+def _letters(n: int, start: int = 0) -> str:
+    return "".join(E.symbol(k) for k in range(start, start + n))
+
+
+def transposed(x: Tensor) -> Tensor:
+    """``x`` with its last two axes swapped."""
+    s = _letters(x.ndim)
+    return E.einsum(f"{s}->{s[:-2]}{s[-1]}{s[-2]}", x)
+
+
+def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False,
+           alpha: float = 1.0) -> Tensor:
+    """``alpha·op(a)·op(b)`` over the batch axes, as one einsum."""
+    batch = _letters(a.ndim - 2)
+    i, j, k = _letters(3, a.ndim - 2)
+    sa = batch + (j + i if transpose_a else i + j)
+    sb = batch + (k + j if transpose_b else j + k)
+    product = E.einsum(f"{sa},{sb}->{batch}{i}{k}", a, b)
+    return product if alpha == 1.0 else E.scale(alpha, product)
+
+
+def triangle_mask(n: int, lower: bool, diagonal: float = 1.0) -> np.ndarray:
+    """The 0/1 mask of a triangle (diagonal entries ``diagonal``)."""
+    mask = np.tril(np.ones((n, n))) if lower else np.triu(np.ones((n, n)))
+    np.fill_diagonal(mask, diagonal)
+    return mask
+
+
+def masked(x: Tensor, mask: np.ndarray) -> Tensor:
+    """``x ⊙ mask`` on the last two axes."""
+    s = _letters(x.ndim)
+    return E.einsum(f"{s},{s[-2:]}->{s}", x, E.const(mask))
+
+
+def triangle(x: Tensor, lower: bool) -> Tensor:
+    return masked(x, triangle_mask(x.shape[-1], lower))
+
+
+def symmetrized(x: Tensor) -> Tensor:
+    """``(x + xᵀ)/2``."""
+    return E.scale(0.5, E.add(x, transposed(x)))
+
+
+def _plus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    if a is None:
+        return b
+    return a if b is None else E.add(a, b)
+
+
+def _minus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    return _plus(a, None if b is None else E.scale(-1.0, b))
+
+
+# ---------------------------------------------------------------------------- multilinear maps
+def gemm2(A: Tensor, B: Tensor, alpha: float = 1.0, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+    return matmul(A, B, transpose_a, transpose_b, alpha)
+
+
+def gemm(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 1.0, transpose_a: bool = False,
+         transpose_b: bool = False) -> Tensor:
+    product = matmul(A, B, transpose_a, transpose_b, alpha)
+    return product if beta == 0.0 else E.add(product, E.scale(beta, C))
+
+
+def syrk(A: Tensor, alpha: float = 1.0, transpose: bool = False) -> Tensor:
+    return matmul(A, A, transpose, not transpose, alpha)
+
+
+def trmm(A: Tensor, B: Tensor, alpha: float = 1.0, transpose: bool = False, rightside: bool = False,
+         lower: bool = True) -> Tensor:
+    tri = triangle(A, lower)
+    return matmul(B, tri, False, transpose, alpha) if rightside else matmul(tri, B, transpose, False, alpha)
+
+
+def sumlogdiag(A: Tensor) -> Tensor:
+    s = _letters(A.ndim)
+    diagonal = E.einsum(f"{s[:-1]}{s[-2]}->{s[:-1]}", A)
+    return E.einsum(f"{s[:-1]}->{s[:-2]}", E.unary("log", diagonal))
+
+
+# ---------------------------------------------------------------------------- trsm
+def _trsm_node(A: Tensor, B: Tensor, alpha: float = 1.0, transpose: bool = False, rightside: bool = False,
+               lower: bool = True) -> Tensor:
+    return apply_operator("trsm", [A, B], alpha=float(alpha), transpose=bool(transpose),
+                          rightside=bool(rightside), lower=bool(lower))[0]
+
+
+trsm = _trsm_node
+
+
+def _trsm_shapes(a: tuple[int, ...], b: tuple[int, ...], alpha: float, transpose: bool, rightside: bool,
+                 lower: bool) -> tuple[tuple[int, ...]]:
+    _square("trsm", "A", a)
+    _same_batch("trsm", a, b)
+    side = b[-1] if rightside else b[-2]
+    if side != a[-1]:
+        raise ValueError(f"trsm: B must have {a[-1]} {'columns' if rightside else 'rows'} to match the "
+                         f"{a[-1]} x {a[-1]} triangular A; got A shape {a} and B shape {b}")
+    return (b,)
+
+
+def _trsm_jvp(outputs, args, tangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
+    (X,), (A, _), (dA, dB) = outputs, args, tangents
+    rhs = None if dB is None else E.scale(alpha, dB)
+    if dA is not None:  # X·op(A) = αB or op(A)·X = αB: d op(A) moves to the right-hand side
+        dop = triangle(dA, lower)
+        dop = transposed(dop) if transpose else dop
+        rhs = _minus(rhs, matmul(X, dop) if rightside else matmul(dop, X))
+    if rhs is None:
+        return (None,)
+    return (_trsm_node(A, rhs, 1.0, transpose, rightside, lower),)
+
+
+def _trsm_vjp(outputs, args, cotangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
+    (X,), (A, _), (Xbar,) = outputs, args, cotangents
+    if Xbar is None:
+        return (None, None)
+    Y = _trsm_node(A, Xbar, 1.0, not transpose, rightside, lower)  # op(A)⁻ᵀ X̄ (or X̄ op(A)⁻ᵀ)
+    G = matmul(X, Y, transpose_a=True) if rightside else matmul(Y, X, transpose_b=True)
+    Abar = E.scale(-1.0, transposed(G) if transpose else G)
+    return (triangle(Abar, lower), E.scale(alpha, Y))
+
+
+def _trsm_flops(a: tuple[int, ...], b: tuple[int, ...], **_: Any) -> int:
+    return int(np.prod(b)) * a[-1]
+
+
+# ---------------------------------------------------------------------------- potrf
+def potrf(A: Tensor, lower: bool = True) -> Tensor:
+    return apply_operator("potrf", [A], lower=bool(lower))[0]
+
+
+def _lower_factor(F: Tensor, lower: bool) -> Tensor:
+    return F if lower else transposed(F)
+
+
+def _potrf_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
+    (F,), (dA,) = outputs, tangents
+    if dA is None:
+        return (None,)
+    L = _lower_factor(F, lower)
+    W = _trsm_node(L, symmetrized(dA))                                   # L⁻¹ sym(Ȧ)
+    V = _trsm_node(L, W, transpose=True, rightside=True)                  # L⁻¹ sym(Ȧ) L⁻ᵀ
+    dL = matmul(L, masked(V, triangle_mask(L.shape[-1], True, 0.5)))      # L Φ(·)
+    return (_lower_factor(dL, lower),)
+
+
+def _potrf_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
+    (F,), (Fbar,) = outputs, cotangents
+    if Fbar is None:
+        return (None,)
+    L, Lbar = _lower_factor(F, lower), _lower_factor(Fbar, lower)
+    M = masked(matmul(L, Lbar, transpose_a=True), triangle_mask(L.shape[-1], True, 0.5))   # Φ(Lᵀ L̄)
+    R = _trsm_node(L, M, rightside=True)                                  # Φ(Lᵀ L̄) L⁻¹
+    P = _trsm_node(L, R, transpose=True)                                  # L⁻ᵀ Φ(Lᵀ L̄) L⁻¹
+    return (symmetrized(P),)
+
+
+def _cube_flops(a: tuple[int, ...], **_: Any) -> int:
+    return int(np.prod(a[:-2], dtype=np.int64)) * a[-1] ** 3 // 3
+
+
+# ---------------------------------------------------------------------------- potri
+def potri(L: Tensor, lower: bool = True) -> Tensor:
+    return apply_operator("potri", [L], lower=bool(lower))[0]
+
+
+def _potri_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
+    (C,), (F,), (dF,) = outputs, args, tangents
+    if dF is None:
+        return (None,)
+    dF = triangle(dF, lower)
+    # A = F Fᵀ (lower) or Fᵀ F (upper); Ċ = −C Ȧ C
+    dA = matmul(dF, F, transpose_b=True) if lower else matmul(dF, F, transpose_a=True)
+    dA = E.add(dA, transposed(dA))
+    return (E.scale(-1.0, matmul(matmul(C, dA), C)),)
+
+
+def _potri_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
+    (C,), (F,), (Cbar,) = outputs, args, cotangents
+    if Cbar is None:
+        return (None,)
+    W = matmul(matmul(C, Cbar), C)
+    S = E.add(W, transposed(W))
+    Fbar = matmul(S, F) if lower else matmul(F, S)
+    return (triangle(E.scale(-1.0, Fbar), lower),)
+
+
+# ---------------------------------------------------------------------------- shape checks and registration
+def _square(op: str, name: str, shape: tuple[int, ...]) -> None:
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"{op}: {name} must be a square matrix or a batch of them, got shape {shape}")
+
+
+def _same_batch(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    if len(b) < 2 or a[:-2] != b[:-2]:
+        raise ValueError(f"{op}: A and B must be matrices with the same batch shape; got A shape {a} "
+                         f"and B shape {b}")
+
+
+def _square_shapes(op: str) -> Any:
+    def shapes(a: tuple[int, ...], **_: Any) -> tuple[tuple[int, ...]]:
+        _square(op, "A", a)
+        return (a,)
+    return shapes
+
+
+def _register() -> None:
+    from jacacc.linalg import kernels
+
+    register_operator(Operator("trsm", kernels.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops))
+    register_operator(Operator("potrf", kernels.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
+                               _cube_flops))
+    register_operator(Operator("potri", kernels.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
+                               lambda a, **_: 2 * _cube_flops(a)))
+
+
+_register()

@@ -1,0 +1,242 @@
+"""Partials that are linear maps: general functions' derivatives, applied rather than stored.
+
+The partial ∂C/∂A of a general function ``C = f(A)`` (paper 002, Theorems 6
+and 9) is a tensor of order ``ord(C) + ord(A)``; for the linear-algebra
+operators of paper 004 it is dense (``n⁴`` entries for a Cholesky factor) and
+nothing needs it written out: the chain rule only applies it to a tangent
+(pushforward) or applies its transpose to a cotangent (pullback).  An edge of
+the tensor graph whose partial is such a map carries a :class:`LinearPartial`
+instead of a :class:`~jacacc.tensor.factor.Factor`.
+
+Elimination treats them lazily: the product of two partials at least one of
+which is a linear map is their composition (:class:`Composed`), a sum is a
+:class:`Summed`; nothing is computed until the derivative is written out
+(:func:`dense`), which applies the composed map to one-hot cotangents (one
+pullback per output element) or one-hot tangents (one pushforward per input
+element), whichever are fewer — for a scalar function one pullback, i.e.
+reverse mode through the operators, with whatever order the rest of the graph
+was eliminated in.  The cost therefore appears in the derivative expression's
+FLOPs (``.flops``), not in the elimination's.
+
+Examples
+--------
+>>> from jacacc.tensor.expr import var, unary
+>>> from jacacc.tensor.factor import Factor
+>>> a = var("a", (2,))
+>>> e = Factor.from_letters(unary("exp", a), "i", "i", "i", (2,), (2,))
+>>> chain(e, e)[0].layout()          # two factors: an ordinary product
+'T[i] -> [i|i]'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jacacc.errors import UnsupportedOperationError
+from jacacc.tensor.expr import Tensor, add, const, einsum, symbol, zeros
+from jacacc.tensor.factor import Factor, accumulate, materialize, product
+
+__all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "add_partials", "as_factor",
+           "chain", "dense", "UNROLL_LIMIT"]
+
+#: Most one-hot applications :func:`dense` builds to write a linear map out.
+UNROLL_LIMIT = 4096
+
+Shape = tuple[int, ...]
+
+
+def _letters(n: int, start: int = 0) -> str:
+    return "".join(symbol(k) for k in range(start, start + n))
+
+
+class LinearPartial:
+    """A partial ∂v/∂u given by its action: ``pushforward`` (tangent of u → tangent
+    of v) and ``pullback`` (cotangent of v → cotangent of u); ``None`` is zero."""
+
+    out_shape: Shape
+    inp_shape: Shape
+
+    @property
+    def shape(self) -> Shape:
+        return self.out_shape + self.inp_shape
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        # its tensor order if written out: cross-country's key puts it last
+        return tuple(range(len(self.shape)))
+
+    is_zero = False
+
+    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+        raise NotImplementedError
+
+    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+        raise NotImplementedError
+
+    def layout(self) -> str:
+        return f"linear map {self.inp_shape} -> {self.out_shape}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.layout()})"
+
+
+class OperatorPartial(LinearPartial):
+    """∂(output ``node``)/∂(argument ``k``) of a general function: its operator's
+    declared ``jvp`` and ``vjp`` (:class:`~jacacc.tensor.operators.Operator`)."""
+
+    def __init__(self, node: Tensor, k: int) -> None:
+        from jacacc.tensor.operators import get_operator, outputs_of
+
+        self.node, self.k = node, k
+        self.operator = get_operator(node.param[0])
+        self.options = dict(node.param[1])
+        self.index = node.param[2]
+        self.outputs = outputs_of(node)
+        self.out_shape, self.inp_shape = node.shape, node.args[k].shape
+
+    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+        if tangent is None:
+            return None
+        tangents = [None] * len(self.node.args)
+        tangents[self.k] = tangent
+        return self.operator.jvp(self.outputs, self.node.args, tuple(tangents), **self.options)[self.index]
+
+    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+        if cotangent is None:
+            return None
+        cotangents = [None] * len(self.outputs)
+        cotangents[self.index] = cotangent
+        return self.operator.vjp(self.outputs, self.node.args, tuple(cotangents), **self.options)[self.k]
+
+
+class FactorMap(LinearPartial):
+    """A :class:`~jacacc.tensor.factor.Factor` seen as a linear map (its δs stay symbolic)."""
+
+    def __init__(self, factor: Factor) -> None:
+        self.factor = factor
+        shape = factor.shape
+        self.out_shape, self.inp_shape = shape[: len(factor.out)], shape[len(factor.out):]
+
+    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+        if tangent is None or self.factor.is_zero:
+            return None
+        letters = _letters(len(self.inp_shape))
+        column = Factor.from_letters(tangent, letters, letters, "", self.inp_shape, ())
+        return materialize(product(self.factor, column)[0])
+
+    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+        if cotangent is None or self.factor.is_zero:
+            return None
+        letters = _letters(len(self.out_shape))
+        row = Factor.from_letters(cotangent, letters, "", letters, (), self.out_shape)
+        return materialize(product(row, self.factor)[0])
+
+
+class Composed(LinearPartial):
+    """``left ∘ right``: ∂w/∂v · ∂v/∂u."""
+
+    def __init__(self, left: LinearPartial, right: LinearPartial) -> None:
+        self.left, self.right = left, right
+        self.out_shape, self.inp_shape = left.out_shape, right.inp_shape
+
+    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+        return self.left.pushforward(self.right.pushforward(tangent))
+
+    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+        return self.right.pullback(self.left.pullback(cotangent))
+
+
+class Summed(LinearPartial):
+    """``a + b``: two partials of the same edge (absorption)."""
+
+    def __init__(self, a: LinearPartial, b: LinearPartial) -> None:
+        self.a, self.b = a, b
+        self.out_shape, self.inp_shape = a.out_shape, a.inp_shape
+
+    @staticmethod
+    def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
+        if x is None:
+            return y
+        return x if y is None else add(x, y)
+
+    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+        return self._sum(self.a.pushforward(tangent), self.b.pushforward(tangent))
+
+    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+        return self._sum(self.a.pullback(cotangent), self.b.pullback(cotangent))
+
+
+Partial = Factor | LinearPartial
+
+
+def _as_map(p: Partial) -> LinearPartial:
+    return p if isinstance(p, LinearPartial) else FactorMap(p)
+
+
+def chain(left: Partial, right: Partial) -> tuple[Partial, int]:
+    """The chain rule ∂w/∂v · ∂v/∂u on any two partials, with the FLOPs built
+    (a composition with a linear map is deferred: 0 now, priced when written out)."""
+    if isinstance(left, Factor) and isinstance(right, Factor):
+        return product(left, right)
+    return Composed(_as_map(left), _as_map(right)), 0
+
+
+def add_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
+    """``old + new`` on any two partials of the same edge, with the FLOPs built."""
+    if isinstance(old, Factor) and isinstance(new, Factor):
+        return accumulate(old, new)
+    if old.shape != new.shape:
+        raise ValueError(f"cannot add partials of shapes {old.shape} and {new.shape}")
+    return Summed(_as_map(old), _as_map(new)), 0
+
+
+def _one_hot(shape: Shape, flat: int) -> Tensor:
+    e = np.zeros(math.prod(shape))
+    e[flat] = 1.0
+    return const(e.reshape(shape))
+
+
+def dense(p: Partial) -> Tensor:
+    """The partial written out as an expression of shape ``out_shape + inp_shape``.
+
+    A linear map is applied to the one-hot cotangents of its outputs (one
+    pullback each) or the one-hot tangents of its inputs (one pushforward
+    each), whichever are fewer; a scalar side needs a single application.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        When both sides have more than :data:`UNROLL_LIMIT` elements.
+    """
+    if isinstance(p, Factor):
+        return materialize(p)
+    rows, columns = math.prod(p.out_shape), math.prod(p.inp_shape)
+    if min(rows, columns) > UNROLL_LIMIT:
+        raise UnsupportedOperationError(
+            f"writing out a Jacobian of shape {p.shape} through a general function (a linear-algebra operator) "
+            f"takes min({rows}, {columns}) applications of its derivative, more than {UNROLL_LIMIT}; "
+            "use vjp or jvp, or a scalar function")
+    by_rows = rows <= columns
+    side, apply = (p.out_shape, p.pullback) if by_rows else (p.inp_shape, p.pushforward)
+    if not side:  # a scalar side: one application is the whole partial
+        found = apply(const(1.0))
+        return zeros(p.shape) if found is None else found
+    out_l, inp_l = _letters(len(p.out_shape)), _letters(len(p.inp_shape), len(p.out_shape))
+    terms: list[Tensor] = []
+    for flat in range(math.prod(side)):
+        e = _one_hot(side, flat)
+        applied = apply(e)
+        if applied is not None:
+            pair = (e, applied) if by_rows else (applied, e)
+            terms.append(einsum(f"{out_l},{inp_l}->{out_l}{inp_l}", *pair))
+    return add(*terms) if terms else zeros(p.shape)
+
+
+def as_factor(p: Partial) -> Factor:
+    """A :class:`Factor` for ``p``: itself, or a linear map written out (all axes stored)."""
+    if isinstance(p, Factor):
+        return p
+    out_l, inp_l = _letters(len(p.out_shape)), _letters(len(p.inp_shape), len(p.out_shape))
+    return Factor.from_letters(dense(p), out_l + inp_l, out_l, inp_l, p.out_shape, p.inp_shape)

@@ -1,0 +1,119 @@
+"""General functions as expression nodes: operators with declared derivatives (paper 002, Theorems 6 and 9).
+
+Paper 002 differentiates a *general unary function* ``C = f(A)`` by its
+derivative tensor ``f'(A)`` (Theorem 6 forward, Theorem 9 reverse).  For the
+linear-algebra operators of paper 004 (Cholesky, triangular solves, …) that
+tensor has ``n⁴`` entries and is never wanted: what the chain rule needs is
+its action on a tangent (the *pushforward*, ``Ċ = f'(A)·Ȧ``) and its
+transpose's action on a cotangent (the *pullback*, ``Ā = C̄·f'(A)``), which
+BLAS/LAPACK compute in ``O(n³)``.  An :class:`Operator` declares
+
+* ``forward``: the NumPy computation (one array or a tuple of them),
+* ``output_shapes``: the shapes of its outputs from those of its arguments,
+* ``jvp`` and ``vjp``: the pushforward and pullback *as tensor expressions*,
+  written with the operators themselves and einsums, so that a derivative
+  of a derivative works (Hessians through a Cholesky factor),
+* ``flops``: its forward FLOPs, for the cost reported by ``.flops``.
+
+:func:`apply_operator` builds the expression nodes (kind ``"op"``, one per
+output); ``jacacc.tensor`` differentiates them through
+:class:`~jacacc.tensor.linear.OperatorPartial` edges, linear maps that are
+applied, never written out, until a dense result asks for them.
+
+Examples
+--------
+>>> import numpy as np
+>>> from jacacc.tensor.expr import const, einsum, render, var
+>>> def double_vjp(outputs, args, cotangents, **options):
+...     (c,) = cotangents
+...     return (None if c is None else einsum(",ij->ij", const(2.0), c),)
+>>> double = Operator("double_example", lambda a: 2 * a, lambda s: (s,),
+...                   lambda outputs, args, tangents: (einsum(",ij->ij", const(2.0), tangents[0]),),
+...                   double_vjp, lambda s: int(np.prod(s)))
+>>> register_operator(double)
+>>> (y,) = apply_operator("double_example", [var("A", (2, 2))])
+>>> y.kind, y.shape, str(render(y))
+('op', (2, 2), 'double_example(A)')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jacacc.errors import RegistryError
+from jacacc.tensor.expr import OPERATORS, Tensor, operator_node
+
+__all__ = ["Operator", "apply_operator", "get_operator", "outputs_of", "register_operator"]
+
+@dataclass(frozen=True)
+class Operator:
+    """A general function with a declared pushforward and pullback.
+
+    Attributes
+    ----------
+    name : str
+    forward : callable
+        ``forward(*arrays, **options)`` → array or tuple of arrays (NumPy).
+    output_shapes : callable
+        ``output_shapes(*shapes, **options)`` → tuple of output shapes;
+        raises ``ValueError`` with a clear message for shapes the operator refuses.
+    jvp : callable
+        ``jvp(outputs, args, tangents, **options)`` → one tangent expression per
+        output (``None``: zero); ``tangents`` has one expression or ``None`` per
+        argument.
+    vjp : callable
+        ``vjp(outputs, args, cotangents, **options)`` → one cotangent expression
+        per argument (``None``: zero); ``cotangents`` has one per output.
+    flops : callable
+        ``flops(*shapes, **options)`` → FLOPs of one forward evaluation.
+    """
+
+    name: str
+    forward: Callable[..., Any]
+    output_shapes: Callable[..., tuple[tuple[int, ...], ...]]
+    jvp: Callable[..., tuple[Tensor | None, ...]]
+    vjp: Callable[..., tuple[Tensor | None, ...]]
+    flops: Callable[..., int]
+
+
+def register_operator(operator: Operator) -> None:
+    """Make ``operator`` available to :func:`apply_operator` (replacing one of the same name)."""
+    OPERATORS[operator.name] = operator
+
+
+def get_operator(name: str) -> Operator:
+    """The registered operator ``name``.
+
+    Raises
+    ------
+    RegistryError
+        Unknown name (the registered ones are listed).
+    """
+    try:
+        return OPERATORS[name]
+    except KeyError:
+        raise RegistryError(f"unknown operator {name!r}; registered: {', '.join(sorted(OPERATORS))}") from None
+
+
+def _options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(options.items()))
+
+
+def apply_operator(name: str, args: Sequence[Tensor], **options: Any) -> tuple[Tensor, ...]:
+    """The output nodes of operator ``name`` applied to ``args`` (one node per output).
+
+    The nodes share their arguments and options; the evaluator computes the
+    operator once for all of them.
+    """
+    operator = get_operator(name)
+    shapes = operator.output_shapes(*(a.shape for a in args), **options)
+    key = _options_key(options)
+    return tuple(operator_node(name, tuple(args), key, index, shape) for index, shape in enumerate(shapes))
+
+
+def outputs_of(node: Tensor) -> tuple[Tensor, ...]:
+    """All output nodes of the operator application ``node`` belongs to."""
+    name, key, _ = node.param
+    return apply_operator(name, node.args, **dict(key))
