@@ -13,6 +13,7 @@ steps and the elementwise functions come from CuPy).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,13 +46,14 @@ def array_module(arrays: Sequence[Any]) -> Any:
 
 class Contraction:
     """One einsum, planned: the pairwise steps of :func:`~jacacc.tensor.expr.contraction_path`
-    run directly as ``tensordot`` (BLAS) or ``einsum`` calls of the array module.
+    run directly as matrix products (BLAS), broadcast multiplies or ``einsum`` calls.
 
     opt_einsum plans the path and costs it; running the few steps here avoids its
     per-call dispatch (tens of µs, which dominated small derivatives).  The steps
-    are opt_einsum's ``contraction_list`` (kept as that attribute), executed as
-    opt_einsum does: a two-operand step it marks as BLAS-able without an einsum
-    fallback is a ``tensordot`` plus a transpose to the step's output order.
+    are opt_einsum's ``contraction_list`` (kept as that attribute): a step it
+    marks as BLAS-able is one matrix product of the operands folded to matrices
+    (``tensordot``'s permutations and shapes, computed once), a step that sums
+    nothing a broadcast multiply, anything else ``einsum``.
 
     >>> c = Contraction("ij,jk,k->i", [(2, 3), (3, 4), (4,)])
     >>> c(np.ones((2, 3)), np.ones((3, 4)), np.ones(4), xp=np).tolist()
@@ -67,29 +69,65 @@ class Contraction:
         _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=[list(step) for step in path])
         self.subscripts = subscripts
         self.contraction_list = info.contraction_list
+        inputs = subscripts.split("->")[0].split(",")
+        self._extent = {c: n for labels, shape in zip(inputs, shapes, strict=True)
+                        for c, n in zip(labels, shape, strict=True)}
         self._steps = [self._step(entry) for entry in info.contraction_list]
 
-    @staticmethod
-    def _step(entry: tuple) -> tuple[tuple[int, ...], str, Any]:
+    def _step(self, entry: tuple) -> tuple[tuple[int, ...], str, Any]:
+        """How one pairwise step runs: a broadcast ``multiply`` (no index summed),
+        a ``matmul`` of the operands folded to matrices (what ``tensordot`` does,
+        with its permutations and shapes worked out once here), or ``einsum``."""
         positions, removed, subscripts, _, blas = entry
         inputs, _, out = subscripts.partition("->")
         terms = inputs.split(",")
-        if blas and "EINSUM" not in blas and len(terms) == 2:
-            left, right = terms
-            axes = ([left.index(c) for c in removed], [right.index(c) for c in removed])
-            produced = "".join(c for c in left if c not in removed) + "".join(c for c in right if c not in removed)
-            perm = None if produced == out else tuple(produced.index(c) for c in out)
-            return tuple(positions), "tensordot", (axes, perm)
+        plain = len(terms) == 2 and all(len(set(t)) == len(t) for t in terms)
+        if plain and not removed and set(out) == set(terms[0]) | set(terms[1]):
+            return tuple(positions), "multiply", tuple(self._broadcast(t, out) for t in terms)
+        if plain and blas and "EINSUM" not in blas:
+            return tuple(positions), "matmul", self._matmul(terms[0], terms[1], [c for c in terms[0] if c in removed],
+                                                             out)
         return tuple(positions), "einsum", subscripts
+
+    def _broadcast(self, term: str, out: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
+        """The transpose putting ``term``'s axes in ``out``'s order and the shape that
+        broadcasts it against ``out`` (1 where it lacks an axis)."""
+        order = [c for c in out if c in term]
+        perm = None if "".join(order) == term else tuple(term.index(c) for c in order)
+        return perm, tuple(self._extent[c] if c in term else 1 for c in out)
+
+    def _matmul(self, left: str, right: str, summed: list[str], out: str) -> tuple:
+        free_l = [c for c in left if c not in summed]
+        free_r = [c for c in right if c not in summed]
+
+        def perm(term: str, order: list[str]) -> tuple[int, ...] | None:
+            p = tuple(term.index(c) for c in order)
+            return None if p == tuple(range(len(term))) else p
+
+        size = lambda letters: math.prod(self._extent[c] for c in letters)  # noqa: E731
+        produced = free_l + free_r
+        final = None if "".join(produced) == out else tuple(produced.index(c) for c in out)
+        return (perm(left, free_l + summed), (size(free_l), size(summed)),
+                perm(right, summed + free_r), (size(summed), size(free_r)),
+                tuple(self._extent[c] for c in produced), final)
 
     def __call__(self, *operands: Any, xp: Any = np) -> Any:
         stack = list(operands)
         for positions, kind, how in self._steps:
             taken = [stack.pop(p) for p in positions]
-            if kind == "tensordot":
-                axes, perm = how
-                result = xp.tensordot(taken[0], taken[1], axes=axes)
-                stack.append(result if perm is None else result.transpose(perm))
+            if kind == "multiply":
+                (pa, sa), (pb, sb) = how
+                a, b = taken
+                a = a if pa is None else a.transpose(pa)
+                b = b if pb is None else b.transpose(pb)
+                stack.append(a.reshape(sa) * b.reshape(sb))
+            elif kind == "matmul":
+                pa, sa, pb, sb, shape, final = how
+                a, b = taken
+                a = (a if pa is None else a.transpose(pa)).reshape(sa)
+                b = (b if pb is None else b.transpose(pb)).reshape(sb)
+                result = (a @ b).reshape(shape)
+                stack.append(result if final is None else result.transpose(final))
             else:
                 stack.append(xp.einsum(how, *taken))
         return stack[0]
