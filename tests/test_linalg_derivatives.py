@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from linalg_checks import check_against_torch, check_central_differences, check_dot_product, tangents_for
 
 import jacacc.tensor as jt
 from jacacc import linalg
@@ -33,10 +34,6 @@ def spd(rng, batch, n):
 def tri(rng, batch, n, lower):
     T = rng.normal(size=(*batch, n, n)) + 3 * np.eye(n)
     return np.tril(T) if lower else np.triu(T)
-
-
-def sym(X):
-    return (X + np.swapaxes(X, -1, -2)) / 2
 
 
 def t(x):
@@ -107,53 +104,19 @@ CASES = cases(np.random.default_rng(0))
 IDS = [c[0] for c in CASES]
 
 
-def tangents_for(case, rng):
-    _, _, _, args, symmetric = case
-    return [sym(rng.normal(size=a.shape)) if k in symmetric else rng.normal(size=a.shape)
-            for k, a in enumerate(args)]
-
-
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_dot_product_test(case):
-    """⟨jvp(ẋ), ȳ⟩ = ⟨ẋ, vjp(ȳ)⟩: the pushforward and the pullback are each other's transposes."""
-    rng = np.random.default_rng(1)
-    _, f, _, args, _ = case
-    tangents = tangents_for(case, rng)
-    value, tangent_out = jt.jvp(f, args, tangents)
-    cotangent = rng.normal(size=np.shape(value))
-    _, pullback = jt.vjp(f, *args)
-    left = float(np.sum(tangent_out * cotangent))
-    right = sum(float(np.sum(a * b)) for a, b in zip(tangents, pullback(cotangent), strict=True))
-    assert left == pytest.approx(right, rel=RTOL, abs=1e-12)
+    check_dot_product(case, tangents_for(case, np.random.default_rng(1)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_pushforward_matches_central_differences(case):
-    rng = np.random.default_rng(2)
-    _, f, _, args, _ = case
-    tangents = tangents_for(case, rng)
-    h = 1e-6
-    plus = f(*(a + h * d for a, d in zip(args, tangents, strict=True)))
-    minus = f(*(a - h * d for a, d in zip(args, tangents, strict=True)))
-    _, tangent_out = jt.jvp(f, args, tangents)
-    np.testing.assert_allclose(tangent_out, (plus - minus) / (2 * h), rtol=1e-6, atol=1e-7)
+    check_central_differences(case, tangents_for(case, np.random.default_rng(2)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_value_and_pullback_agree_with_torch(case):
-    rng = np.random.default_rng(3)
-    _, f, f_torch, args, symmetric = case
-    value, pullback = jt.vjp(f, *args)
-    cotangent = rng.normal(size=np.shape(value))
-    inputs = [t(a) for a in args]
-    out = f_torch(*inputs)
-    np.testing.assert_allclose(value, out.detach().numpy(), rtol=1e-12, atol=1e-12)
-    (out * torch.tensor(cotangent)).sum().backward()
-    for k, (got, x) in enumerate(zip(pullback(cotangent), inputs, strict=True)):
-        want = x.grad.numpy()
-        if k in symmetric:  # torch returns the symmetric gradient as jacacc does; compare both ways
-            want = sym(want)
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    check_against_torch(case, torch)
 
 
 # ---------------------------------------------------------------------------- second derivatives

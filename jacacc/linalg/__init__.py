@@ -4,7 +4,9 @@ The operators take MXNet's arguments and conventions.  Called on arrays they
 compute (:mod:`jacacc.linalg.kernels`: BLAS/LAPACK, batched over leading
 axes, float32/float64); called inside a function that ``jacacc.tensor``
 differentiates they become tensor expressions
-(:mod:`jacacc.linalg.expressions`) with their derivatives, so that
+(:mod:`jacacc.linalg.expressions`; ``gelqf``, ``syevd`` and the diagonal and
+triangle helpers in :mod:`jacacc.linalg.factorizations`) with their
+derivatives, so that
 ``jacacc.tensor.grad``, ``vjp``, ``jvp``, ``jacobian`` and ``hessian`` work on
 plain NumPy code that calls them.
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 from jacacc.linalg import kernels
-from jacacc.linalg.kernels import extractdiag, extracttrian, gelqf, makediag, maketrian, syevd
 
 __all__ = ["extractdiag", "extracttrian", "gelqf", "gemm", "gemm2", "makediag", "maketrian", "potrf", "potri",
            "sumlogdiag", "syevd", "syrk", "trmm", "trsm"]
@@ -39,11 +40,14 @@ def _traced(*operands: Any) -> bool:
 
 def _symbolic(name: str, operands: tuple[Any, ...], **options: Any) -> Any:
     """Operator ``name`` on traced operands: the expression of
-    :mod:`jacacc.linalg.expressions`, wrapped for further tracing."""
-    from jacacc.linalg import expressions
+    :mod:`jacacc.linalg.factorizations` or :mod:`jacacc.linalg.expressions`,
+    wrapped for further tracing (one Traced per output of a multi-output operator)."""
+    from jacacc.linalg import expressions, factorizations
     from jacacc.tensor.trace import Traced, _node
 
-    return Traced(getattr(expressions, name)(*(_node(x) for x in operands), **options))
+    module = factorizations if name in factorizations.__all__ else expressions
+    result = getattr(module, name)(*(_node(x) for x in operands), **options)
+    return tuple(Traced(r) for r in result) if isinstance(result, tuple) else Traced(result)
 
 
 def gemm(A: Any, B: Any, C: Any, alpha: float = 1.0, beta: float = 1.0, transpose_a: bool = False,
@@ -108,3 +112,48 @@ def sumlogdiag(A: Any) -> Any:
     if _traced(A):
         return _symbolic("sumlogdiag", (A,))
     return kernels.sumlogdiag(A)
+
+
+def gelqf(A: Any, *, overwrite_a: bool = False) -> tuple[Any, Any]:
+    """The LQ factorization ``(Q, L)``, ``A = L·Q`` (see :func:`jacacc.linalg.kernels.gelqf`);
+    differentiable (:mod:`jacacc.linalg.factorizations`)."""
+    if _traced(A):
+        return _symbolic("gelqf", (A,))
+    return kernels.gelqf(A, overwrite_a=overwrite_a)
+
+
+def syevd(A: Any, *, overwrite_a: bool = False) -> tuple[Any, Any]:
+    """The symmetric eigendecomposition ``(U, lam)``, ``A = Uᵀ·diag(lam)·U`` (see
+    :func:`jacacc.linalg.kernels.syevd`); differentiated along symmetric directions,
+    with the eigengap clamp and warning of :mod:`jacacc.linalg.factorizations`."""
+    if _traced(A):
+        return _symbolic("syevd", (A,))
+    return kernels.syevd(A, overwrite_a=overwrite_a)
+
+
+def extractdiag(A: Any, offset: int = 0) -> Any:
+    """Diagonal ``offset`` of each matrix (see :func:`jacacc.linalg.kernels.extractdiag`)."""
+    if _traced(A):
+        return _symbolic("extractdiag", (A,), offset=offset)
+    return kernels.extractdiag(A, offset=offset)
+
+
+def makediag(v: Any, offset: int = 0) -> Any:
+    """Matrices with ``v`` on diagonal ``offset`` (see :func:`jacacc.linalg.kernels.makediag`)."""
+    if _traced(v):
+        return _symbolic("makediag", (v,), offset=offset)
+    return kernels.makediag(v, offset=offset)
+
+
+def extracttrian(A: Any, offset: int = 0, lower: bool = True) -> Any:
+    """A triangle of each matrix, packed (see :func:`jacacc.linalg.kernels.extracttrian`)."""
+    if _traced(A):
+        return _symbolic("extracttrian", (A,), offset=offset, lower=lower)
+    return kernels.extracttrian(A, offset=offset, lower=lower)
+
+
+def maketrian(v: Any, offset: int = 0, lower: bool = True) -> Any:
+    """Matrices from packed triangles (see :func:`jacacc.linalg.kernels.maketrian`)."""
+    if _traced(v):
+        return _symbolic("maketrian", (v,), offset=offset, lower=lower)
+    return kernels.maketrian(v, offset=offset, lower=lower)

@@ -1,0 +1,549 @@
+"""LQ, the symmetric eigendecomposition and the diagonal/triangle helpers as
+differentiable tensor expressions (paper 004, Seeger et al., "Auto-Differentiating
+Linear Algebra", §4.3, §4.4 and the appendix).
+
+Like ``trsm``, ``potrf`` and ``potri`` in :mod:`jacacc.linalg.expressions`,
+each operator here is a general function of :mod:`jacacc.tensor`
+(:class:`~jacacc.tensor.operators.Operator`): its forward pass is the LAPACK
+kernel of :mod:`jacacc.linalg.kernels`, its pushforward (``jvp``) and
+pullback (``vjp``) are tensor expressions written with the operators
+themselves (``trsm`` instead of any inverse) and einsums, so derivatives of
+derivatives (Hessians) work.
+
+``gelqf(A) -> (Q, L)``, ``A = L·Q`` (paper 004 §4.3; A is m × n, m <= n, of full rank m)
+    Pushforward (from the appendix's derivation): with ``W = L⁻¹Ȧ``,
+    ``C = W·Qᵀ`` and ``X = Φ(C + Cᵀ)`` (Φ keeps the strict lower triangle and
+    half the diagonal, so ``X = sym(C) ∘ E`` in the paper's notation),
+    ``L̇ = L·X`` and ``Q̇ = W − X·Q``.  Pullback (§4.3):
+    ``Ā = L⁻ᵀ(Q̄ + copyltu(M)·Q)`` with ``M = Lᵀ·L̄ − Q̄·Qᵀ``; ``copyltu``
+    mirrors the lower triangle onto the upper one.  Both use one triangular
+    solve (``trsm``) with L.
+``syevd(A) -> (U, lam)``, ``A = Uᵀ·diag(lam)·U`` (paper 004 §4.4; rows of U are eigenvectors)
+    Pushforward (appendix, after Giles): ``M = U·sym(Ȧ)·Uᵀ``,
+    ``λ̇ = diag(M)``, ``U̇ = (M ∘ F)·U`` with ``F_ij = 1/(λ_i − λ_j)`` for
+    ``i ≠ j`` and ``F_ii = 0``.  Pullback (§4.4):
+    ``Ā = Uᵀ(sym(Ū·Uᵀ ∘ F) + diag(λ̄))·U``.  The sign rule of the forward
+    kernel (each row's largest entry positive) is locally constant, so these
+    are the derivatives of the sign-normalized U.
+``extractdiag``, ``makediag``, ``extracttrian``, ``maketrian``
+    Linear maps: the pushforward is the operator itself applied to the
+    tangent, the pullback its adjoint — ``extractdiag`` and ``makediag`` with
+    the same ``offset`` are each other's adjoints, as are ``extracttrian`` and
+    ``maketrian`` with the same ``offset`` and ``lower`` (they gather from and
+    scatter to the same positions in MXNet's packing order).
+
+**Symmetric argument.**  ``syevd`` follows ``potrf`` (and PyTorch): A is a
+symmetric matrix, of which the kernel reads the lower triangle; the
+derivative is taken along symmetric directions — the pushforward uses
+``sym(Ȧ) = (Ȧ + Ȧᵀ)/2`` and the pullback returns a symmetric ``Ā`` — so finite
+differences must perturb A symmetrically.
+
+**The eigengap clamp.**  F is undefined where two eigenvalues coincide and
+huge where they nearly do.  As in paper 004 §4.4 (and MXNet's
+``syevd_backward``), the denominator is clamped: for ``i > j`` (so
+``λ_i >= λ_j``, the eigenvalues being ascending)
+``F_ij = 1/max(λ_i − λ_j, ε)`` and ``F_ji = −F_ij``.  MXNet's ε (1e-30 in
+float32, 1e-100 in float64) only prevents a division by zero; here ε is
+:func:`eigengap_threshold`: ``sqrt(eps_dtype)·max_i |λ_i|`` per matrix (at
+least the dtype's smallest normal number).  Computed eigenvalues carry
+absolute errors of order ``eps_dtype·‖A‖₂``, so below that gap ``1/(λ_i − λ_j)``
+has lost more than half its digits: the derivative there is numerically
+meaningless, and mathematically undefined in the limit of a repeated
+eigenvalue.  The gaps are only known when the derivative is evaluated, so
+the check runs then: F is built from the outputs of a small operator,
+``syevd_eigengaps`` (:func:`eigengaps`), whose forward pass computes the
+clamp from the eigenvalues and issues a :class:`RuntimeWarning` (naming the
+batch index and the smallest gap) whenever it clamps.  Its outputs are a 0/1
+mask of the unclamped pairs and the clamped denominators, both locally
+constant (zero derivative), so ``F = 1/(K ∘ (λ_i − λ_j) + C)`` stays an
+ordinary expression in λ that the tensor calculus differentiates to any order;
+in the clamped entries F is constant, as in MXNet.  A derivative that does
+not involve F (the gradient of a function of the eigenvalues alone) needs no
+clamp and never warns.
+
+**Memory.**  The paper's MXNet code works in place (``Ā`` overwrites ``Q̄``
+with one m × m temporary for gelqf; ``Ā`` overwrites ``Ū`` with one n × n
+temporary for syevd).  Here each derivative is a tensor expression whose
+evaluator frees every intermediate after its last use; the live temporaries
+of one pullback are, per matrix, gelqf's ``M``, ``copyltu(M)`` (m × m) and
+``Q̄ + copyltu(M)·Q`` (m × n) before the solve, and syevd's ``Ū·Uᵀ``, F,
+the mask and clamp (n × n each) and two n × n products.
+
+Examples
+--------
+>>> import numpy as np, jacacc.tensor as jt
+>>> from jacacc import linalg
+>>> A = np.array([[2.0, 1.0], [1.0, 3.0]])
+>>> U, lam = linalg.syevd(A)
+>>> g = jt.grad(lambda A: np.sum(linalg.syevd(A)[1] ** 2))(A)     # Σ λ² = ‖A‖_F²
+>>> np.allclose(g, 2 * A)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from jacacc.linalg.expressions import masked, matmul, symmetrized, transposed, triangle_mask, trsm
+from jacacc.tensor import expr as E
+from jacacc.tensor.expr import Tensor
+from jacacc.tensor.operators import Operator, apply_operator, register_operator
+
+__all__ = ["eigengap_threshold", "eigengaps", "extractdiag", "extracttrian", "gelqf", "makediag", "maketrian",
+           "syevd"]
+
+Shape = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------- expression helpers
+def _labels(batch: int, count: int) -> tuple[str, list[str]]:
+    """Einsum letters: ``batch`` leading ones (as a string) and ``count`` further ones."""
+    letters = [E.symbol(k) for k in range(batch + count)]
+    return "".join(letters[:batch]), letters[batch:]
+
+
+def _total(*terms: Tensor | None) -> Tensor | None:
+    """The sum of the terms that are not ``None`` (zero); ``None`` if none is left."""
+    kept = [t for t in terms if t is not None]
+    return E.add(*kept) if kept else None
+
+
+def _negated(x: Tensor | None) -> Tensor | None:
+    return None if x is None else E.scale(-1.0, x)
+
+
+def _hadamard(x: Tensor, y: Tensor) -> Tensor:
+    """``x ∘ y`` for two tensors of one shape."""
+    s, _ = _labels(x.ndim, 0)
+    return E.einsum(f"{s},{s}->{s}", x, y)
+
+
+def _half_lower(x: Tensor) -> Tensor:
+    """Φ(x): the strict lower triangle of ``x`` and half its diagonal."""
+    return masked(x, triangle_mask(x.shape[-1], True, 0.5))
+
+
+def _copyltu(x: Tensor) -> Tensor:
+    """The paper's copyltu(x): the lower triangle (diagonal included) mirrored onto the upper one."""
+    half = _half_lower(x)
+    return E.add(half, transposed(half))
+
+
+# ---------------------------------------------------------------------------- shape checks
+def _matrix(op: str, name: str, shape: Shape, *, square: bool = False) -> None:
+    if len(shape) < 2:
+        raise ValueError(f"{op}: {name} must be a matrix or a batch of matrices (ndim >= 2), got shape {shape}")
+    if square and shape[-1] != shape[-2]:
+        raise ValueError(f"{op}: {name} must be square (or a batch of square matrices), got shape {shape}")
+
+
+def _vector(op: str, shape: Shape) -> None:
+    if len(shape) < 1:
+        raise ValueError(f"{op}: v must be a vector or a batch of vectors (ndim >= 1), got shape {shape}")
+
+
+def _diagonal_length(op: str, n: int, offset: int) -> int:
+    """Length ``n − |offset|`` of diagonal ``offset`` of an n × n matrix (refusing an out-of-range offset)."""
+    m = n - abs(offset)
+    if m < 0 or (m == 0 and offset != 0):
+        raise ValueError(f"{op}: offset {offset} is out of range for {n} x {n} matrices (|offset| < {n} needed)")
+    return m
+
+
+# ---------------------------------------------------------------------------- gelqf
+def gelqf(A: Tensor) -> tuple[Tensor, Tensor]:
+    """The LQ factorization ``A = L·Q`` as two expression nodes (paper 004 §4.3).
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., m, n) with m <= n
+        Of full rank m (L is then invertible; the derivative needs it).
+
+    Returns
+    -------
+    Q : Tensor, shape (..., m, n)
+        Orthonormal rows.
+    L : Tensor, shape (..., m, m)
+        Lower triangular with a non-negative diagonal (the kernel's normalization).
+
+    Notes
+    -----
+    Pushforward ``L̇ = L·Φ(C + Cᵀ)``, ``Q̇ = L⁻¹Ȧ − Φ(C + Cᵀ)·Q`` with
+    ``C = L⁻¹ȦQᵀ``; pullback ``Ā = L⁻ᵀ(Q̄ + copyltu(Lᵀ L̄ − Q̄ Qᵀ)·Q)``
+    (paper 004 §4.3 and appendix); ``L⁻¹`` and ``L⁻ᵀ`` are triangular solves.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> A = np.array([[3.0, 0.0, 4.0], [3.0, 2.0, 4.0]])
+    >>> Q, L = linalg.gelqf(A)
+    >>> g = jt.grad(lambda A: 2 * linalg.sumlogdiag(linalg.gelqf(A)[1]))(A)   # log det(A Aᵀ)
+    >>> np.allclose(g, 2 * np.linalg.solve(A @ A.T, A))
+    True
+    """
+    Q, L = apply_operator("gelqf", [A])
+    return Q, L
+
+
+def _gelqf_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
+    _matrix("gelqf", "A", a)
+    m, n = a[-2:]
+    if m > n:
+        raise ValueError(f"gelqf: A must have no more rows than columns (m <= n), got {m} x {n} (A shape {a})")
+    return a, a[:-1] + (m,)
+
+
+def _gelqf_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+    (Q, L), (dA,) = outputs, tangents
+    if dA is None:
+        return (None, None)
+    W = trsm(L, dA)                                       # L⁻¹ Ȧ
+    C = matmul(W, Q, transpose_b=True)                    # L⁻¹ Ȧ Qᵀ
+    # L⁻¹L̇ is lower triangular and (Q̇Qᵀ skew) its symmetric part is sym(C): it is Φ(C + Cᵀ)
+    X = _half_lower(E.add(C, transposed(C)))
+    return (E.add(W, E.scale(-1.0, matmul(X, Q))), matmul(L, X))
+
+
+def _gelqf_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+    (Q, L), (Qbar, Lbar) = outputs, cotangents
+    M = _total(None if Lbar is None else matmul(L, Lbar, transpose_a=True),
+               _negated(None if Qbar is None else matmul(Qbar, Q, transpose_b=True)))
+    if M is None:
+        return (None,)
+    R = _total(Qbar, matmul(_copyltu(M), Q))              # Q̄ + copyltu(M)·Q
+    return (trsm(L, R, transpose=True),)                  # L⁻ᵀ(...)
+
+
+def _gelqf_flops(a: Shape, **_: Any) -> int:
+    # Householder QR of the n × m transpose (2nm² − 2m³/3) and forming its Q (as much again)
+    m, n = a[-2:]
+    return math.prod(a[:-2]) * int(4 * n * m * m - 4 * m**3 / 3)
+
+
+# ---------------------------------------------------------------------------- syevd and its eigengaps
+def syevd(A: Tensor) -> tuple[Tensor, Tensor]:
+    """The symmetric eigendecomposition ``A = Uᵀ·diag(lam)·U`` as two expression nodes (paper 004 §4.4).
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., n, n)
+        Symmetric (the kernel reads the lower triangle); differentiated along
+        symmetric directions.
+
+    Returns
+    -------
+    U : Tensor, shape (..., n, n)
+        Rows are the eigenvectors (each row's largest-magnitude entry positive).
+    lam : Tensor, shape (..., n)
+        The eigenvalues, ascending.
+
+    Notes
+    -----
+    Pushforward ``λ̇ = diag(M)``, ``U̇ = (M ∘ F)·U`` with ``M = U sym(Ȧ) Uᵀ``;
+    pullback ``Ā = Uᵀ(sym(ŪUᵀ ∘ F) + diag(λ̄))U``, where
+    ``F_ij = 1/(λ_i − λ_j)`` off the diagonal, clamped at near-repeated
+    eigenvalues with a :class:`RuntimeWarning` (see the module docstring and
+    :func:`eigengaps`).
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> A = np.array([[2.0, 1.0], [1.0, 3.0]])
+    >>> g = jt.grad(lambda A: np.sum(linalg.syevd(A)[1] * np.array([0.0, 1.0])))(A)   # largest eigenvalue
+    >>> u = linalg.syevd(A)[0][1]
+    >>> np.allclose(g, np.outer(u, u))
+    True
+    """
+    U, lam = apply_operator("syevd", [A])
+    return U, lam
+
+
+def eigengap_threshold(lam: np.ndarray) -> np.ndarray:
+    """The clamp ε of each matrix's eigengaps: ``sqrt(eps)·max_i |λ_i|``, at least the smallest normal number.
+
+    Parameters
+    ----------
+    lam : numpy.ndarray, shape (..., n), float32 or float64
+        Eigenvalues; ``eps`` and the floor are those of its dtype.
+
+    Returns
+    -------
+    numpy.ndarray, shape (...)
+        One threshold per matrix.
+
+    Notes
+    -----
+    Paper 004 §4.4 clamps ``|λ_i − λ_j|`` at a "small scalar" ε.  The scale
+    ``max |λ_i| = ‖A‖₂`` makes ε invariant under scaling A; ``sqrt(eps)`` is
+    where ``1/(λ_i − λ_j)`` computed from eigenvalues accurate to
+    ``eps·‖A‖₂`` keeps half its digits (1.5e-8 relative in float64, 3.5e-4 in
+    float32).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bool(eigengap_threshold(np.array([-4.0, 1.0])) == 4 * np.sqrt(np.finfo(np.float64).eps))
+    True
+    """
+    finfo = np.finfo(lam.dtype)
+    scale = np.max(np.abs(lam), axis=-1) if lam.shape[-1] else np.zeros(lam.shape[:-1], lam.dtype)
+    return np.maximum(np.sqrt(finfo.eps) * scale, finfo.tiny).astype(lam.dtype)
+
+
+def _eigengaps_forward(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mask of unclamped pairs and the clamped denominators (see :func:`eigengaps`); warns when clamping."""
+    lam = np.asarray(lam)
+    n = lam.shape[-1]
+    diff = lam[..., :, None] - lam[..., None, :]                         # λ_i − λ_j
+    eps = eigengap_threshold(lam)[..., None, None]
+    off = ~np.eye(n, dtype=bool)
+    small = (np.abs(diff) < eps) & off
+    keep = (off & ~small).astype(lam.dtype)
+    # MXNet's h for ascending eigenvalues: +ε below the diagonal (λ_i >= λ_j), −ε above, so F stays antisymmetric
+    below = np.tri(n, k=-1, dtype=bool)
+    clamped = np.where(small, np.where(below, eps, -eps), 0.0) + np.eye(n)  # 1 on the diagonal: F_ii is masked
+    if small.any():
+        index = tuple(int(k) for k in np.argwhere(small)[0][:-2])
+        gap = float(np.min(np.where(small, np.abs(diff), np.inf)))
+        where = f" at batch index {index}" if index else ""
+        warnings.warn(
+            f"syevd: (near-)repeated eigenvalues{where} (smallest gap {gap:.3g} below the threshold "
+            f"{float(np.max(eps)):.3g}): the derivative of the eigenvectors is undefined there; the eigengap "
+            "clamp of paper 004 §4.4 was applied, so this derivative is approximate",
+            RuntimeWarning, stacklevel=4)
+    return keep.astype(lam.dtype), clamped.astype(lam.dtype)
+
+
+def eigengaps(lam: Tensor) -> tuple[Tensor, Tensor]:
+    """The eigengap clamp of ``syevd``'s derivative as two locally constant nodes ``(K, C)``.
+
+    Parameters
+    ----------
+    lam : Tensor, shape (..., n)
+        Ascending eigenvalues (``syevd``'s second output).
+
+    Returns
+    -------
+    K : Tensor, shape (..., n, n)
+        1 where ``i ≠ j`` and ``|λ_i − λ_j| >= ε`` (:func:`eigengap_threshold`), else 0.
+    C : Tensor, shape (..., n, n)
+        ``+ε`` (``i > j``) or ``−ε`` (``i < j``) where a pair is clamped, 1 on
+        the diagonal, 0 elsewhere; so ``K ∘ (λ_i − λ_j) + C`` is the clamped
+        denominator ``h(λ_i − λ_j)`` of paper 004 §4.4 (1 on the diagonal).
+
+    Notes
+    -----
+    The operator ``syevd_eigengaps`` is evaluated with the derivative (the
+    eigenvalues are unknown while tracing); its forward pass warns
+    (:class:`RuntimeWarning`) whenever it clamps.  Both outputs are piecewise
+    constant in λ: their derivative is zero, so the clamped entries of F are
+    constants, as in MXNet.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jacacc.tensor.expr import var
+    >>> from jacacc.tensor.evaluate import Program
+    >>> lam = var("lam", (2,))
+    >>> K, C = eigengaps(lam)
+    >>> [x.tolist() for x in Program([K, C], [lam])(np.array([1.0, 3.0]))]
+    [[[0.0, 1.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]]
+    """
+    K, C = apply_operator("syevd_eigengaps", [lam])
+    return K, C
+
+
+def _eigengaps_shapes(lam: Shape, **_: Any) -> tuple[Shape, Shape]:
+    _vector("syevd_eigengaps", lam)
+    square = lam + lam[-1:]
+    return square, square
+
+
+def _locally_constant_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+    return (None,) * len(outputs)
+
+
+def _locally_constant_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+    return (None,) * len(args)
+
+
+def _inverse_gaps(lam: Tensor) -> Tensor:
+    """F: ``1/h(λ_i − λ_j)`` off the diagonal, 0 on it (paper 004 §4.4)."""
+    n = lam.shape[-1]
+    b, (i, j) = _labels(lam.ndim - 1, 2)
+    ones = E.ones((n,))
+    diff = E.add(E.einsum(f"{b}{i},{j}->{b}{i}{j}", lam, ones),
+                 E.scale(-1.0, E.einsum(f"{b}{j},{i}->{b}{i}{j}", lam, ones)))
+    K, C = eigengaps(lam)
+    return masked(E.unary("reciprocal", E.add(_hadamard(K, diff), C)), 1.0 - np.eye(n))
+
+
+def _syevd_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
+    _matrix("syevd", "A", a, square=True)
+    return a, a[:-1]
+
+
+def _syevd_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+    (U, lam), (dA,) = outputs, tangents
+    if dA is None:
+        return (None, None)
+    M = matmul(matmul(U, symmetrized(dA)), U, transpose_b=True)          # U sym(Ȧ) Uᵀ
+    b, (i,) = _labels(lam.ndim - 1, 1)
+    dlam = E.einsum(f"{b}{i}{i}->{b}{i}", M)
+    dU = matmul(_hadamard(M, _inverse_gaps(lam)), U)
+    return (dU, dlam)
+
+
+def _syevd_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+    (U, lam), (Ubar, lambar) = outputs, cotangents
+    inner = None
+    if Ubar is not None:
+        inner = symmetrized(_hadamard(matmul(Ubar, U, transpose_b=True), _inverse_gaps(lam)))
+    if lambar is not None:
+        b, (i, j) = _labels(lam.ndim - 1, 2)
+        inner = _total(inner, E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", lambar, E.delta(lam.shape[-1])))
+    if inner is None:
+        return (None,)
+    return (matmul(matmul(U, inner, transpose_a=True), U),)                # Uᵀ(...)U
+
+
+def _syevd_flops(a: Shape, **_: Any) -> int:
+    # tridiagonal reduction (4n³/3), divide and conquer and back-transformation: about 9n³ in all
+    return math.prod(a[:-2]) * 9 * a[-1] ** 3
+
+
+# ---------------------------------------------------------------------------- the diagonal and triangle helpers
+def extractdiag(A: Tensor, offset: int = 0) -> Tensor:
+    """Diagonal ``offset`` of each square matrix, as an expression node (paper 004 §4; MXNet's helper).
+
+    A linear map: its pushforward is itself, its pullback :func:`makediag`
+    with the same ``offset``.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> jt.grad(lambda A: np.sum(linalg.extractdiag(A, 1) ** 2))(np.arange(9.0).reshape(3, 3)).tolist()
+    [[0.0, 2.0, 0.0], [0.0, 0.0, 10.0], [0.0, 0.0, 0.0]]
+    """
+    return apply_operator("extractdiag", [A], offset=int(offset))[0]
+
+
+def makediag(v: Tensor, offset: int = 0) -> Tensor:
+    """Square matrices with ``v`` on diagonal ``offset``, as an expression node (paper 004 §4).
+
+    A linear map: its pushforward is itself, its pullback :func:`extractdiag`.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> W = np.arange(9.0).reshape(3, 3)
+    >>> jt.grad(lambda v: np.sum(W * linalg.makediag(v, -1)))(np.ones(2)).tolist()
+    [3.0, 7.0]
+    """
+    return apply_operator("makediag", [v], offset=int(offset))[0]
+
+
+def extracttrian(A: Tensor, offset: int = 0, lower: bool = True) -> Tensor:
+    """A triangle of each square matrix packed into a vector, as an expression node (paper 004 §4).
+
+    MXNet's packing (:func:`jacacc.linalg.kernels.extracttrian`); a linear map
+    whose pullback is :func:`maketrian` with the same options.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> jt.grad(lambda A: np.sum(linalg.extracttrian(A, lower=False) * np.arange(1.0, 4.0)))(np.eye(2)).tolist()
+    [[1.0, 2.0], [0.0, 3.0]]
+    """
+    return apply_operator("extracttrian", [A], offset=int(offset), lower=bool(lower))[0]
+
+
+def maketrian(v: Tensor, offset: int = 0, lower: bool = True) -> Tensor:
+    """Square matrices from packed triangles, as an expression node (paper 004 §4).
+
+    The inverse of :func:`extracttrian` on its triangle; a linear map whose
+    pullback is :func:`extracttrian` with the same options.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> W = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> jt.grad(lambda v: np.sum(W * linalg.maketrian(v)))(np.ones(3)).tolist()
+    [1.0, 3.0, 4.0]
+    """
+    return apply_operator("maketrian", [v], offset=int(offset), lower=bool(lower))[0]
+
+
+def _extractdiag_shapes(a: Shape, offset: int) -> tuple[Shape]:
+    _matrix("extractdiag", "A", a, square=True)
+    return (a[:-2] + (_diagonal_length("extractdiag", a[-1], offset),),)
+
+
+def _makediag_shapes(v: Shape, offset: int) -> tuple[Shape]:
+    _vector("makediag", v)
+    n = v[-1] + abs(offset)
+    return (v[:-1] + (n, n),)
+
+
+def _extracttrian_shapes(a: Shape, offset: int, lower: bool) -> tuple[Shape]:
+    _matrix("extracttrian", "A", a, square=True)
+    m = _diagonal_length("extracttrian", a[-1], offset)
+    return (a[:-2] + (m * (m + 1) // 2,),)
+
+
+def _maketrian_shapes(v: Shape, offset: int, lower: bool) -> tuple[Shape]:
+    _vector("maketrian", v)
+    size = v[-1]
+    m = (math.isqrt(8 * size + 1) - 1) // 2
+    if m * (m + 1) // 2 != size:
+        raise ValueError(f"maketrian: the last axis of v has length {size}, not a triangular number m(m+1)/2 "
+                         f"(v shape {v})")
+    n = m + abs(offset)
+    return (v[:-1] + (n, n),)
+
+
+def _linear_pair(build: Any, adjoint: Any) -> tuple[Any, Any]:
+    """jvp and vjp of a linear operator: ``build`` on the tangent, ``adjoint`` on the cotangent."""
+
+    def jvp(outputs, args, tangents, **options):  # noqa: ANN001, ANN202, ANN003
+        (dx,) = tangents
+        return (None if dx is None else build(dx, **options),)
+
+    def vjp(outputs, args, cotangents, **options):  # noqa: ANN001, ANN202, ANN003
+        (ybar,) = cotangents
+        return (None if ybar is None else adjoint(ybar, **options),)
+
+    return jvp, vjp
+
+
+def _no_flops(*_: Any, **__: Any) -> int:
+    return 0  # data movement only
+
+
+def _register() -> None:
+    from jacacc.linalg import kernels
+
+    register_operator(Operator("gelqf", kernels.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops))
+    register_operator(Operator("syevd", kernels.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops))
+    register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
+                               _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))
+    for name, kernel, shapes, build, adjoint in [
+        ("extractdiag", kernels.extractdiag, _extractdiag_shapes, extractdiag, makediag),
+        ("makediag", kernels.makediag, _makediag_shapes, makediag, extractdiag),
+        ("extracttrian", kernels.extracttrian, _extracttrian_shapes, extracttrian, maketrian),
+        ("maketrian", kernels.maketrian, _maketrian_shapes, maketrian, extracttrian),
+    ]:
+        register_operator(Operator(name, kernel, shapes, *_linear_pair(build, adjoint), _no_flops))
+
+
+_register()
