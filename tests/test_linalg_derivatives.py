@@ -240,3 +240,26 @@ def test_jacobian_too_large_to_write_out_is_refused_with_advice():
     A = spd(np.random.default_rng(11), (), 70)
     with pytest.raises(UnsupportedOperationError, match="use vjp or jvp"):
         jt.jacobian(linalg.potrf)(A)
+
+
+MISSHAPEN = [
+    ("gemm2", lambda A, B: np.sum(linalg.gemm2(A, B)), (np.ones((2, 3)), np.ones((4, 2))),
+     r"gemm2: op\(A\) is 2 x 3 and op\(B\) is 4 x 2"),
+    ("gemm C", lambda A, B, C: np.sum(linalg.gemm(A, B, C)), (np.ones((2, 3)), np.ones((3, 2)), np.ones((3, 3))),
+     r"gemm: C must have shape \(2, 2\)"),
+    ("gemm batch", lambda A, B, C: np.sum(linalg.gemm(A, B, C)),
+     (np.ones((2, 2, 3)), np.ones((3, 3, 2)), np.ones((2, 2, 2))), r"gemm: A and B .* same batch"),
+    ("syrk vector", lambda A: np.sum(linalg.syrk(A)), (np.ones(3),), r"syrk: A must be a matrix"),
+    ("trmm non-square", lambda A, B: np.sum(linalg.trmm(A, B)), (np.ones((2, 3)), np.ones((3, 2))),
+     r"trmm: A must be a square"),
+    ("trmm rows", lambda A, B: np.sum(linalg.trmm(A, B)), (np.ones((3, 3)), np.ones((2, 2))), r"trmm: op\(A\)"),
+    ("sumlogdiag", lambda A: np.sum(linalg.sumlogdiag(A)), (np.ones((2, 3)),), r"sumlogdiag: A must be a square"),
+    ("potri", lambda L: np.sum(linalg.potri(L)), (np.ones((2, 3)),), r"potri: A must be a square"),
+]
+
+
+@pytest.mark.parametrize("case", MISSHAPEN, ids=[c[0] for c in MISSHAPEN])
+def test_misshapen_operands_are_refused_naming_the_operator(case):
+    _, f, args, message = case
+    with pytest.raises(ValueError, match=message):
+        jt.grad(f)(*args)

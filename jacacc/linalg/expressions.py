@@ -92,27 +92,56 @@ def _minus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
 
 
 # ---------------------------------------------------------------------------- multilinear maps
+def _matrix(op: str, name: str, shape: tuple[int, ...], square: bool = False) -> None:
+    if len(shape) < 2:
+        raise ValueError(f"{op}: {name} must be a matrix or a batch of matrices (ndim >= 2), got shape {shape}")
+    if square:
+        _square(op, name, shape)
+
+
+def _product_shapes(op: str, a: tuple[int, ...], b: tuple[int, ...], transpose_a: bool,
+                    transpose_b: bool) -> tuple[int, int]:
+    """The (rows, columns) of ``op(A)·op(B)``; refuses shapes that do not multiply, naming ``op``."""
+    _matrix(op, "A", a)
+    _matrix(op, "B", b)
+    _same_batch(op, a, b)
+    (m, k) = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
+    (k2, n) = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
+    if k != k2:
+        raise ValueError(f"{op}: op(A) is {m} x {k} and op(B) is {k2} x {n}, which do not multiply "
+                         f"(A shape {a}, B shape {b}, transpose_a={transpose_a}, transpose_b={transpose_b})")
+    return m, n
+
+
 def gemm2(A: Tensor, B: Tensor, alpha: float = 1.0, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+    _product_shapes("gemm2", A.shape, B.shape, transpose_a, transpose_b)
     return matmul(A, B, transpose_a, transpose_b, alpha)
 
 
 def gemm(A: Tensor, B: Tensor, C: Tensor, alpha: float = 1.0, beta: float = 1.0, transpose_a: bool = False,
          transpose_b: bool = False) -> Tensor:
+    m, n = _product_shapes("gemm", A.shape, B.shape, transpose_a, transpose_b)
+    if C.shape != A.shape[:-2] + (m, n):
+        raise ValueError(f"gemm: C must have shape {A.shape[:-2] + (m, n)} (the product's), got {C.shape}")
     product = matmul(A, B, transpose_a, transpose_b, alpha)
     return product if beta == 0.0 else E.add(product, E.scale(beta, C))
 
 
 def syrk(A: Tensor, alpha: float = 1.0, transpose: bool = False) -> Tensor:
+    _matrix("syrk", "A", A.shape)
     return matmul(A, A, transpose, not transpose, alpha)
 
 
 def trmm(A: Tensor, B: Tensor, alpha: float = 1.0, transpose: bool = False, rightside: bool = False,
          lower: bool = True) -> Tensor:
+    _matrix("trmm", "A", A.shape, square=True)
+    _product_shapes("trmm", B.shape if rightside else A.shape, A.shape if rightside else B.shape, False, False)
     tri = triangle(A, lower)
     return matmul(B, tri, False, transpose, alpha) if rightside else matmul(tri, B, transpose, False, alpha)
 
 
 def sumlogdiag(A: Tensor) -> Tensor:
+    _matrix("sumlogdiag", "A", A.shape, square=True)
     s = _letters(A.ndim)
     diagonal = E.einsum(f"{s[:-1]}{s[-2]}->{s[:-1]}", A)
     return E.einsum(f"{s[:-1]}->{s[:-2]}", E.unary("log", diagonal))
