@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from linalg_checks import check_against_torch, check_central_differences, check_dot_product, tangents_for
+from linalg_checks import check_against_torch, check_central_differences, check_dot_product, sym, tangents_for
 
 import jacacc.tensor as jt
 from jacacc import linalg
@@ -263,3 +263,48 @@ def test_misshapen_operands_are_refused_naming_the_operator(case):
     _, f, args, message = case
     with pytest.raises(ValueError, match=message):
         jt.grad(f)(*args)
+
+
+# ---------------------------------------------------------------------------- in place
+def _overwrites(program):
+    return [(step[2][0].name, sorted(k for k in step[2][1] if k.startswith("overwrite")))
+            for step in program._steps if step[1] == "op"]
+
+
+def test_potrf_pullback_solves_in_place():
+    """Paper 004 works in place: both triangular solves of potrf's pullback overwrite their
+    right-hand side, which nothing reads afterwards — and the gradient is unchanged."""
+    from jacacc.tensor.evaluate import Program
+
+    rng = np.random.default_rng(12)
+    A, W = spd(rng, (2,), 4), rng.normal(size=(2, 4, 4))
+    f = lambda A, W: np.sum(W * linalg.potrf(A))  # noqa: E731
+    d = jt.derivative_expression(f, A, W, order=1, mode="reverse")
+    program = Program([d.expression], d.inputs)
+    assert ("trsm", ["overwrite_b"]) in _overwrites(program)
+    want = torch.tensor(A, requires_grad=True)
+    (torch.tensor(W) * torch.linalg.cholesky(want)).sum().backward()
+    np.testing.assert_allclose(program(A, W)[0], sym(want.grad.numpy()), rtol=1e-10)
+
+
+def test_an_argument_still_viewed_later_is_not_overwritten():
+    """M feeds a solve and, through a transposed view created before it, a function evaluated
+    after it: the solve must not overwrite M."""
+    from jacacc.linalg.expressions import transposed, trsm
+    from jacacc.tensor.evaluate import Program
+    from jacacc.tensor.expr import einsum, unary, var
+
+    rng = np.random.default_rng(13)
+    L, C = tri(rng, (), 3, True), rng.normal(size=(3, 3))
+    Lv, Cv = var("L", (3, 3)), var("C", (3, 3))
+    M = einsum("ij,kj->ik", Cv, Cv)
+    Mt = transposed(M)
+    later = Program([unary("exp", Mt), trsm(Lv, M), unary("sin", Mt)], [Lv, Cv], fuse=False)
+    assert _overwrites(later) == [("trsm", [])]
+    e, x, s = later(L, C)
+    Mn = C @ C.T
+    np.testing.assert_allclose(s, np.sin(Mn.T), rtol=1e-14)
+    np.testing.assert_allclose(x, np.linalg.solve(L, Mn), rtol=1e-10)
+    earlier = Program([unary("exp", Mt), trsm(Lv, M)], [Lv, Cv], fuse=False)
+    assert _overwrites(earlier) == [("trsm", ["overwrite_b"])]
+    np.testing.assert_allclose(earlier(L, C)[1], np.linalg.solve(L, Mn), rtol=1e-10)

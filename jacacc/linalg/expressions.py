@@ -277,11 +277,12 @@ def _square_shapes(op: str) -> Any:
 def _register() -> None:
     from jacacc.linalg import kernels
 
-    register_operator(Operator("trsm", kernels.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops))
+    register_operator(Operator("trsm", kernels.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
+                               in_place=((1, "overwrite_b"),)))
     register_operator(Operator("potrf", kernels.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
-                               _cube_flops))
+                               _cube_flops, in_place=((0, "overwrite_a"),)))
     register_operator(Operator("potri", kernels.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
-                               lambda a, **_: 2 * _cube_flops(a)))
+                               lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),)))
 
 
 _register()

@@ -533,8 +533,10 @@ def _no_flops(*_: Any, **__: Any) -> int:
 def _register() -> None:
     from jacacc.linalg import kernels
 
-    register_operator(Operator("gelqf", kernels.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops))
-    register_operator(Operator("syevd", kernels.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops))
+    register_operator(Operator("gelqf", kernels.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
+                               in_place=((0, "overwrite_a"),)))
+    register_operator(Operator("syevd", kernels.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
+                               in_place=((0, "overwrite_a"),)))
     register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
                                _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))
     for name, kernel, shapes, build, adjoint in [

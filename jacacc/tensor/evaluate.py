@@ -149,6 +149,45 @@ def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Seque
     return result
 
 
+def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use: dict[int, int],
+                        keep: set[int]) -> dict[int, dict[str, bool]]:
+    """Per operator step, the ``overwrite_*`` keywords it may pass: paper 004's operators
+    work in place, and an argument may be overwritten when nothing reads its memory later.
+
+    An argument qualifies when a step of this program computed it (not an input
+    or a constant), it is no output, this step is its last use and reads it once,
+    and no view of it is read at or after this step (single-operand einsums —
+    transposes, diagonals — return views of their operand).
+    """
+    views = {k for k, n in enumerate(nodes)
+             if n.kind == "einsum" and len(n.args) == 1 and delta_expansion(n.param, n.args) is None}
+    children: dict[int, list[int]] = {}
+    for k in views:
+        children.setdefault(slot[id(nodes[k].args[0])], []).append(k)
+
+    def viewed_later(a: int, k: int) -> bool:
+        stack = list(children.get(a, ()))
+        while stack:
+            v = stack.pop()
+            if last_use.get(v, v) >= k:
+                return True
+            stack.extend(children.get(v, ()))
+        return False
+
+    found: dict[int, dict[str, bool]] = {}
+    for k, n in enumerate(nodes):
+        if n.kind != "op":
+            continue
+        args = [slot[id(a)] for a in n.args]
+        for position, keyword in OPERATORS[n.param[0]].in_place:
+            a = args[position]
+            computed = nodes[a].kind not in ("var", "const") and a not in views
+            if computed and a not in keep and last_use.get(a) == k and args.count(a) == 1 \
+                    and not viewed_later(a, k):
+                found.setdefault(k, {})[keyword] = True
+    return found
+
+
 class Program:
     """A planned evaluation of ``outputs`` given values of the ``var`` nodes in ``inputs``.
 
@@ -189,6 +228,7 @@ class Program:
             for a in n.args:
                 last_use[slot[id(a)]] = k
         keep = set(self._output_slots)
+        in_place = _in_place_arguments(nodes, slot, last_use, keep)
         self._steps: list[tuple[int, str, Any, tuple[int, ...], tuple[int, ...]]] = []
         read: set[int] = set(keep)  # slots some step reads the value of (δs a scatter spreads are not)
         for k, n in enumerate(nodes):
@@ -211,7 +251,8 @@ class Program:
                 self._steps.append((k, "add", None, args, free))
             elif n.kind == "op":
                 name, options, index = n.param
-                self._steps.append((k, "op", (OPERATORS[name], dict(options), index, (name, options, args)), args,
+                options = {**dict(options), **in_place.get(k, {})}
+                self._steps.append((k, "op", (OPERATORS[name], options, index, (name, n.param[1], args)), args,
                                     free))
         self._constants: dict[int, np.ndarray] = {
             k: np.asarray(n.value, dtype=self.dtype) for k, n in enumerate(nodes) if n.kind == "const" and k in read}

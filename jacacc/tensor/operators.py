@@ -68,6 +68,10 @@ class Operator:
         per argument (``None``: zero); ``cotangents`` has one per output.
     flops : callable
         ``flops(*shapes, **options)`` → FLOPs of one forward evaluation.
+    in_place : tuple of (int, str)
+        ``(argument position, keyword)`` pairs: ``forward(..., keyword=True)``
+        may overwrite that argument's memory with its result (LAPACK works in
+        place).  The evaluator passes it when nothing reads the argument later.
     """
 
     name: str
@@ -76,6 +80,7 @@ class Operator:
     jvp: Callable[..., tuple[Tensor | None, ...]]
     vjp: Callable[..., tuple[Tensor | None, ...]]
     flops: Callable[..., int]
+    in_place: tuple[tuple[int, str], ...] = ()
 
 
 def register_operator(operator: Operator) -> None:
