@@ -26,6 +26,7 @@ symmetrically.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -59,17 +60,43 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     return product if alpha == 1.0 else E.scale(alpha, product)
 
 
+@functools.lru_cache(maxsize=256)
 def triangle_mask(n: int, lower: bool, diagonal: float = 1.0) -> np.ndarray:
-    """The 0/1 mask of a triangle (diagonal entries ``diagonal``)."""
+    """The 0/1 mask of a triangle (diagonal entries ``diagonal``); cached and read-only,
+    so that every expression using it shares one constant node (:func:`masked`)."""
     mask = np.tril(np.ones((n, n))) if lower else np.triu(np.ones((n, n)))
     np.fill_diagonal(mask, diagonal)
+    mask.setflags(write=False)
     return mask
+
+
+@functools.lru_cache(maxsize=256)
+def off_diagonal_mask(n: int) -> np.ndarray:
+    """``1 − I`` (cached, read-only, like :func:`triangle_mask`)."""
+    mask = 1.0 - np.eye(n)
+    mask.setflags(write=False)
+    return mask
+
+
+# Constant nodes of the cached masks.  Large constants are not hash-consed by value,
+# so without this every pullback would get its own copy of the mask and the
+# expressions built on it would not be shared (a potrf pullback per path).
+_MASK_NODES: dict[int, tuple[np.ndarray, Tensor]] = {}
+
+
+def _mask_node(mask: np.ndarray) -> Tensor:
+    if mask.flags.writeable:  # not one of the cached masks: a constant of its own
+        return E.const(mask)
+    entry = _MASK_NODES.get(id(mask))
+    if entry is None or entry[0] is not mask:
+        entry = _MASK_NODES[id(mask)] = (mask, E.const(mask))
+    return entry[1]
 
 
 def masked(x: Tensor, mask: np.ndarray) -> Tensor:
     """``x ⊙ mask`` on the last two axes."""
     s = _letters(x.ndim)
-    return E.einsum(f"{s},{s[-2:]}->{s}", x, E.const(mask))
+    return E.einsum(f"{s},{s[-2:]}->{s}", x, _mask_node(mask))
 
 
 def triangle(x: Tensor, lower: bool) -> Tensor:

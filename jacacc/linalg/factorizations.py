@@ -88,7 +88,15 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.linalg.expressions import masked, matmul, symmetrized, transposed, triangle_mask, trsm
+from jacacc.linalg.expressions import (
+    masked,
+    matmul,
+    off_diagonal_mask,
+    symmetrized,
+    transposed,
+    triangle_mask,
+    trsm,
+)
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
@@ -381,7 +389,7 @@ def _inverse_gaps(lam: Tensor) -> Tensor:
     diff = E.add(E.einsum(f"{b}{i},{j}->{b}{i}{j}", lam, ones),
                  E.scale(-1.0, E.einsum(f"{b}{j},{i}->{b}{i}{j}", lam, ones)))
     K, C = eigengaps(lam)
-    return masked(E.unary("reciprocal", E.add(_hadamard(K, diff), C)), 1.0 - np.eye(n))
+    return masked(E.unary("reciprocal", E.add(_hadamard(K, diff), C)), off_diagonal_mask(n))
 
 
 def _syevd_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:

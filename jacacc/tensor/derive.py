@@ -18,10 +18,13 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+import networkx as nx
+
 from jacacc.eliminate.state import EliminationGraph
 from jacacc.errors import RegistryError
 from jacacc.tensor.factor import Factor
 from jacacc.tensor.graph import TensorGraph
+from jacacc.tensor.linear import LinearPartial, accumulate_by_sweeps
 
 __all__ = ["BUILTIN_MODES", "cross_country_order", "derivative_factors", "elimination_order", "tensor_modes"]
 
@@ -76,16 +79,35 @@ def elimination_order(graph: TensorGraph, mode: str, seed: int | None = 0) -> li
     return list(find_order(graph, "vertex", mode, seed, {}).order)
 
 
+def _touches_a_map(state: EliminationGraph, algebra: Any, j: Hashable) -> bool:
+    edges = [(i, j) for i in state.preds[j]] + [(j, k) for k in state.succs[j]]
+    return any(isinstance(algebra.factors[e], LinearPartial) for e in edges)
+
+
 def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = None) -> tuple[dict, int, list]:
     """Eliminate every intermediate of ``graph``: returns the factors left on the
     input → output edges (``{(input, output): Factor}``), the FLOPs of the
-    products built, and the order used (``order`` overrides ``mode``)."""
+    products built, and the order used (``order`` overrides ``mode``).
+
+    Vertices next to a general function's edge (:mod:`jacacc.tensor.operators`)
+    are not eliminated: the order eliminates the others, and the rest is
+    accumulated by sweeps of pullbacks or pushforwards
+    (:func:`~jacacc.tensor.linear.accumulate_by_sweeps`)."""
     from jacacc.eliminate.vertex import validate_vertex_order
 
     order = elimination_order(graph, mode) if order is None else list(validate_vertex_order(graph, order))
     algebra = graph.edge_algebra()
     state = EliminationGraph(graph, algebra)
+    # Vertices touching a general function's edge (a linear map) stay: eliminating them
+    # would compose maps along every path; the residual graph is accumulated by sweeps.
+    # A vertex an absorption has since joined to a linear map stays too.
+    operators = any(isinstance(p, LinearPartial) for p in graph.factors.values())
+    algebra.lazy_sums = operators
     for j in order:
-        state.eliminate_vertex(j)
+        if not operators or not _touches_a_map(state, algebra, j):
+            state.eliminate_vertex(j)
     factors: dict[tuple[Hashable, Hashable], Factor] = dict(algebra.factors)
+    if operators:
+        topological = [v for v in nx.topological_sort(nx.DiGraph(list(factors)))]
+        factors = accumulate_by_sweeps(factors, list(graph.inputs), list(graph.outputs), topological)
     return factors, algebra.flops, order

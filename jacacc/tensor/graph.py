@@ -30,7 +30,7 @@ import networkx as nx
 from jacacc.graph import CompGraph
 from jacacc.tensor.expr import PIECEWISE_CONSTANT, Tensor, const, einsum, nodes_of, scale, unary
 from jacacc.tensor.factor import Factor
-from jacacc.tensor.linear import OperatorPartial, Partial, add_partials, chain
+from jacacc.tensor.linear import OperatorPartial, Partial, add_partials, chain, sum_of_partials
 
 __all__ = ["FactorAlgebra", "TensorGraph", "elementwise_derivative", "local_partials", "register_partial", "tensor_graph"]
 
@@ -139,7 +139,7 @@ def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int,
         if f is None or f.is_zero:
             continue
         position = first.setdefault(id(a), k)
-        found[position] = add_partials(found[position], f)[0] if position in found else f
+        found[position] = sum_of_partials(found[position], f)[0] if position in found else f
     return found
 
 
@@ -157,12 +157,17 @@ class FactorAlgebra:
     def __init__(self, factors: dict[Edge, Factor]) -> None:
         self.factors = dict(factors)
         self.flops = 0
+        #: Absorb a product as a sum of linear maps where adding factors would write δs out
+        #: (:func:`~jacacc.tensor.linear.sum_of_partials`); set for graphs with operator edges,
+        #: whose residual is accumulated by sweeps anyway.
+        self.lazy_sums = False
         self._products: dict[tuple[int, int], tuple[Factor, Factor, Factor, int]] = {}
 
     def copy(self) -> FactorAlgebra:
         """The same values and FLOPs so far, independent from here on (products cache shared)."""
         other = FactorAlgebra(self.factors)
         other.flops = self.flops
+        other.lazy_sums = self.lazy_sums
         other._products = self._products
         return other
 
@@ -177,7 +182,10 @@ class FactorAlgebra:
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         result, cost = self._product(self.factors[left], self.factors[right])
         if not new:
-            result, extra = add_partials(self.factors[target], result)
+            if self.lazy_sums:
+                result, extra = sum_of_partials(self.factors[target], result)
+            else:
+                result, extra = add_partials(self.factors[target], result)
             cost += extra
         self.factors[target] = result
         self.flops += cost

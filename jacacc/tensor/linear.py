@@ -38,8 +38,8 @@ from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor.expr import Tensor, add, const, einsum, symbol, zeros
 from jacacc.tensor.factor import Factor, accumulate, materialize, product
 
-__all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "add_partials", "as_factor",
-           "chain", "dense", "UNROLL_LIMIT"]
+__all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "UNROLL_LIMIT",
+           "accumulate_by_sweeps", "add_partials", "as_factor", "chain", "dense", "sum_of_partials"]
 
 #: Most one-hot applications :func:`dense` builds to write a linear map out.
 UNROLL_LIMIT = 4096
@@ -192,6 +192,19 @@ def add_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
     return Summed(_as_map(old), _as_map(new)), 0
 
 
+def sum_of_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
+    """``old + new`` as :func:`add_partials`, except where adding two factors would write
+    a δ out — their δs tie different axes, so the sum stores more than both terms
+    together (∂(BBᵀ)/∂B's two terms: each stores B, their meet a dense ``m × m × m × n``
+    tensor) — which stays a :class:`Summed` of the two, applied term by term."""
+    total, cost = add_partials(old, new)
+    if isinstance(total, Factor) and isinstance(old, Factor) and isinstance(new, Factor):
+        stored = lambda f: 0 if f.tensor is None else f.tensor.size  # noqa: E731
+        if stored(total) > stored(old) + stored(new):
+            return Summed(FactorMap(old), FactorMap(new)), 0
+    return total, cost
+
+
 def _one_hot(shape: Shape, flat: int) -> Tensor:
     e = np.zeros(math.prod(shape))
     e[flat] = 1.0
@@ -240,3 +253,96 @@ def as_factor(p: Partial) -> Factor:
         return p
     out_l, inp_l = _letters(len(p.out_shape)), _letters(len(p.inp_shape), len(p.out_shape))
     return Factor.from_letters(dense(p), out_l + inp_l, out_l, inp_l, p.out_shape, p.inp_shape)
+
+
+# ---------------------------------------------------------------------------- sweeps over operator edges
+def _shapes(p: Partial) -> tuple[Shape, Shape]:
+    """(shape of the edge's head, shape of its tail) of a partial ∂head/∂tail."""
+    if isinstance(p, LinearPartial):
+        return p.out_shape, p.inp_shape
+    return p.shape[: len(p.out)], p.shape[len(p.out):]
+
+
+def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
+    if x is None:
+        return y
+    return x if y is None else add(x, y)
+
+
+def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: list, order: list) -> dict[tuple, Factor]:
+    """∂output/∂input for every pair, from a graph whose edges carry factors and linear
+    maps, by reverse sweeps (one per output element) or forward sweeps (one per input
+    element), whichever are fewer — reverse-mode accumulation over the DAG, each
+    vertex's cotangents summed before they are pulled back once, so the work is
+    linear in the graph per sweep (composing the maps edge by edge instead would
+    enumerate paths).
+
+    ``order`` is a topological order of the vertices; the results are written-out
+    factors (all axes stored).
+
+    Raises
+    ------
+    UnsupportedOperationError
+        When both sides need more than :data:`UNROLL_LIMIT` sweeps.
+    """
+    shape: dict = {}
+    preds: dict = {}
+    succs: dict = {}
+    for (u, v), p in partials.items():
+        shape[v], shape[u] = _shapes(p)
+        preds.setdefault(v, []).append(u)
+        succs.setdefault(u, []).append(v)
+    out_size = sum(math.prod(shape.get(o, ())) for o in outputs)
+    in_size = sum(math.prod(shape.get(i, ())) for i in inputs)
+    if min(out_size, in_size) > UNROLL_LIMIT:
+        raise UnsupportedOperationError(
+            f"writing out a Jacobian with {out_size} outputs and {in_size} inputs through a general function "
+            f"(a linear-algebra operator) takes min({out_size}, {in_size}) applications of its derivative, more "
+            f"than {UNROLL_LIMIT}; use vjp or jvp, or a scalar function")
+    reverse = out_size <= in_size
+    result: dict[tuple, Factor] = {}
+    for start in (outputs if reverse else inputs):
+        if start not in shape:
+            continue
+        ends = inputs if reverse else outputs
+        side = shape[start]
+        columns: dict = {e: [] for e in ends}
+        for flat in range(math.prod(side)):
+            seed = const(1.0) if not side else _one_hot(side, flat)
+            reached = _sweep(partials, preds if reverse else succs, order if not reverse else order[::-1],
+                             start, seed, reverse)
+            for e in ends:
+                columns[e].append((seed, reached.get(e)))
+        for e in ends:
+            if e not in shape:
+                continue
+            pair = (e, start) if reverse else (start, e)
+            result[pair] = _assembled(columns[e], shape[pair[1]], shape[pair[0]], reverse)
+    return result
+
+
+def _sweep(partials: dict, neighbours: dict, order: list, start, seed: Tensor, reverse: bool) -> dict:
+    """Cotangents (``reverse``) or tangents reached from ``start`` seeded with ``seed``."""
+    value = {start: seed}
+    for v in order:
+        x = value.get(v)
+        if x is None:
+            continue
+        for w in neighbours.get(v, ()):
+            p = partials[(w, v)] if reverse else partials[(v, w)]
+            m = _as_map(p)
+            value[w] = _sum(value.get(w), m.pullback(x) if reverse else m.pushforward(x))
+    return value
+
+
+def _assembled(columns: list, out_shape: Shape, inp_shape: Shape, reverse: bool) -> Factor:
+    """The partial ∂out/∂inp from one sweep per seed element: Σ seed ⊗ reached."""
+    out_l, inp_l = _letters(len(out_shape)), _letters(len(inp_shape), len(out_shape))
+    if reverse and not out_shape or not reverse and not inp_shape:
+        (_, reached), = columns
+        tensor = zeros(out_shape + inp_shape) if reached is None else reached
+    else:
+        terms = [einsum(f"{out_l},{inp_l}->{out_l}{inp_l}", *((seed, r) if reverse else (r, seed)))
+                 for seed, r in columns if r is not None]
+        tensor = add(*terms) if terms else zeros(out_shape + inp_shape)
+    return Factor.from_letters(tensor, out_l + inp_l, out_l, inp_l, out_shape, inp_shape)
