@@ -559,3 +559,33 @@ def test_fused_contraction_is_planned_whole():
 
 def flops_total(root):
     return sum(node_flops(n) for n in nodes_of([root]))
+
+
+# ---------------------------------------------------------------------------- value_and_grad
+@pytest.mark.parametrize("mode", ["reverse", "cross_country", "forward"])
+def test_value_and_grad_matches_jax(mode):
+    rng = np.random.default_rng(21)
+    U, V, T = rng.normal(size=(5, 2)), rng.normal(size=(5, 2)), rng.normal(size=(5, 5))
+    vg = jt.value_and_grad(matrix_factorization, argnum=(0, 1), mode=mode)
+    value, (gU, gV) = vg(U, V, T)
+    want_value, (wU, wV) = jax.value_and_grad(lambda *a: matrix_factorization(*a, xp=jnp), argnums=(0, 1))(
+        *_j(U, V, T))
+    np.testing.assert_allclose(value, want_value, **TOL)
+    np.testing.assert_allclose(gU, wU, **TOL)
+    np.testing.assert_allclose(gV, wV, **TOL)
+    single_value, gU_only = jt.value_and_grad(matrix_factorization, argnum=0, mode=mode)(U, V, T)
+    np.testing.assert_allclose(gU_only, wU, **TOL)
+    assert len(vg.plans) == 1
+    vg(U + 1, V, T)
+    assert len(vg.plans) == 1  # same shapes: the same plan
+
+
+def test_value_and_grad_of_an_unused_argument_and_of_a_vector_function():
+    x, z = np.array([0.5, -0.2]), np.array([1.0, 2.0, 3.0])
+    value, (gx, gz) = jt.value_and_grad(lambda x, z: np.sum(np.sin(x)), argnum=(0, 1))(x, z)
+    np.testing.assert_allclose(gx, np.cos(x), **TOL)
+    np.testing.assert_array_equal(gz, np.zeros(3))
+    with pytest.raises(jacacc.TraceError, match="scalar-valued"):
+        jt.value_and_grad(np.sin)(x)
+    with pytest.raises(ValueError, match="out of range"):
+        jt.value_and_grad(lambda x: np.sum(x), argnum=(0, 3))(x)

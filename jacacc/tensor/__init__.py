@@ -30,10 +30,11 @@ from jacacc.tensor.api import (
     hessian,
     jacobian,
     jvp,
+    value_and_grad,
     vjp,
 )
 from jacacc.tensor.derive import tensor_modes as modes
 from jacacc.tensor.trace import trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
-           "jvp", "modes", "trace", "vjp"]
+           "jvp", "modes", "trace", "value_and_grad", "vjp"]

@@ -26,7 +26,7 @@ from jacacc.tensor.linear import Partial, as_factor, dense
 from jacacc.tensor.trace import TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
-           "jvp", "vjp"]
+           "jvp", "value_and_grad", "vjp"]
 
 
 # ---------------------------------------------------------------------------- checking arguments
@@ -224,6 +224,56 @@ def grad(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
     [6.0, 13.0]
     """
     return _transformation(f, argnum, 1, mode, scalar=True, compress=False, name="grad")
+
+
+def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
+    """``f``'s value and its gradient(s), from one planned program (the forward pass shared).
+
+    ``argnum`` is one position (the function returns ``(value, gradient)``) or a
+    sequence of them (``(value, (gradient, ...))``), as in ``jax.value_and_grad``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> vg = value_and_grad(lambda x, A: x @ A @ x, argnum=(0, 1))
+    >>> value, (gx, gA) = vg(np.array([1.0, 2.0]), np.eye(2))
+    >>> float(value), gx.tolist(), gA.tolist()
+    (5.0, [2.0, 4.0], [[1.0, 2.0], [2.0, 4.0]])
+    """
+    if not callable(f):
+        raise TypeError(f"value_and_grad needs a function, got {type(f).__name__}")
+    mode = _check_mode(mode)
+    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
+    argnums = tuple(argnum) if several else (argnum,)
+
+    def build(arrays: list[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Program:
+        traced = trace(f, arrays)
+        y = traced.outputs[0]
+        if y.shape != ():
+            raise TraceError(f"value_and_grad needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns "
+                             f"shape {y.shape}")
+        graph = tensor_graph([y], [traced.inputs[k] for k in wrt])
+        factors, _, _ = derivative_factors(graph, mode)
+        grads = []
+        for v, k in zip(graph.inputs, wrt, strict=True):
+            found = factors.get((v, graph.outputs[0]))
+            grads.append(dense(found if found is not None else _zero_factor((), traced.inputs[k].shape)))
+        return Program([y, *grads], traced.inputs, dtype)
+
+    plans: dict[tuple, Program] = {}
+
+    def transformed(*args: Any) -> Any:
+        wrt = tuple(_check_argnum(k, len(args)) for k in argnums)
+        arrays, dtype, key = _prepare(args, wrt)
+        plan = plans.get((wrt, *key))
+        if plan is None:
+            plan = plans[(wrt, *key)] = build(arrays, dtype, wrt)
+        value, *grads = plan(*arrays)
+        return value, (tuple(grads) if several else grads[0])
+
+    transformed.__name__ = f"value_and_grad_{getattr(f, '__name__', 'f')}"
+    transformed.plans = plans  # type: ignore[attr-defined]
+    return transformed
 
 
 def jacobian(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
