@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from experiment_scripts import EXPERIMENTS, PNG_MAGIC, load_experiment
 
 import jacacc
 from jacacc import problems
 from jacacc.bench import read_record
-
-REPO = Path(__file__).resolve().parents[1]
-EXPERIMENTS = REPO / "experiments"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"experiments_{name}", EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +15,8 @@ def results(tmp_path_factory):
     """Run both experiments at tiny sizes into a temporary directory."""
     out = tmp_path_factory.mktemp("results")
     figures = tmp_path_factory.mktemp("figures")
-    compare = load_script("compare_methods")
-    runtime = load_script("heuristic_runtime")
+    compare = load_experiment("compare_methods")
+    runtime = load_experiment("heuristic_runtime")
     assert compare.main(["--problems", "RoeFlux_1d", "chain_50", "--out", str(out), "--figures", str(figures)]) == 0
     assert runtime.main(["--sizes", "60", "150", "--out", str(out), "--figures", str(figures)]) == 0
     return out, figures
@@ -78,7 +65,7 @@ def test_readme_block_is_rendered_from_the_records(results, tmp_path):
     out, _ = results
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
-    assert load_script("update_readme").main(["--results", str(out), "--readme", str(readme)]) == 0
+    assert load_experiment("update_readme").main(["--results", str(out), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("\noutro\n") and "\nold\n" not in text
     assert "| RoeFlux_1d | 6/94/3 |" in text and "figures/compare_methods.png" in text
@@ -106,7 +93,7 @@ def test_notebook_executes(notebook, results, monkeypatch):
 
 
 def test_dual_graph_figure(tmp_path):
-    assert load_script("dual_graph_figure").main(["--problem", "paper003_fig4_1a", "--figures", str(tmp_path)]) == 0
+    assert load_experiment("dual_graph_figure").main(["--problem", "paper003_fig4_1a", "--figures", str(tmp_path)]) == 0
     assert (tmp_path / "dual_graph.png").read_bytes()[:8] == PNG_MAGIC
 
 
@@ -118,7 +105,7 @@ def test_depth_levels_follow_the_longest_path():
 
 
 def test_structure_comparison_checks_and_records_every_method(tmp_path):
-    script = load_script("structure_methods")
+    script = load_experiment("structure_methods")
     out, figures = tmp_path / "results", tmp_path / "figures"
     assert script.main(["--sizes", "8", "--seeds", "1", "--problems", "BlackScholes",
                         "--out", str(out), "--figures", str(figures)]) == 0
@@ -138,7 +125,7 @@ def test_structure_comparison_checks_and_records_every_method(tmp_path):
 
 
 def test_realization_experiment_replays_every_realized_sequence(tmp_path):
-    script = load_script("realize_expressions")
+    script = load_experiment("realize_expressions")
     assert script.main(["--graphs", "2", "--small-graphs", "2", "--max-steps", "2000", "--decide-steps", "500",
                         "--out", str(tmp_path)]) == 0
     record = read_record(tmp_path / "realize_expressions.json")
@@ -163,7 +150,7 @@ def test_frontend_sizes_record_matches_both_front_ends(tmp_path):
     from jacacc.jaxpr import from_jax
     from jacacc.problems.jax_functions import FUNCTIONS
 
-    script = load_script("frontend_sizes")
+    script = load_experiment("frontend_sizes")
     assert script.main(["--problems", "BlackScholes", "HumanHeartDipole", "--out", str(tmp_path)]) == 0
     rows = read_record(tmp_path / "frontend_sizes.json")["results"]["rows"]
     assert [r["problem"] for r in rows] == ["BlackScholes", "HumanHeartDipole"]

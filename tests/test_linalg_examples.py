@@ -4,13 +4,12 @@ the dense Gaussian density, the quick CLI run's record and figure, and the noteb
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_scripts import PNG_MAGIC, execute_notebook, load_experiment
 
 from jacacc.bench import read_record
 from jacacc.errors import UnsupportedOperationError
@@ -19,23 +18,12 @@ pytest.importorskip("opt_einsum")
 pytest.importorskip("scipy")
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "experiments" / "linalg_examples.py"
-NOTEBOOK = REPO / "experiments" / "notebooks" / "linalg_examples.ipynb"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 RTOL = 1e-5  # central differences with h = 1e-6 agree to ~1e-8 on these problems
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def ex():
-    return load(SCRIPT, "experiments_linalg_examples")
+    return load_experiment("linalg_examples")
 
 
 @pytest.fixture(scope="module")
@@ -193,15 +181,5 @@ def test_quick_run_writes_a_valid_record_and_figure(run, ex):
 
 
 def test_notebook_executes(run, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     out, _ = run
-    monkeypatch.setenv("JACACC_RESULTS", str(out / "results"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    assert any(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs)
+    execute_notebook("linalg_examples", out / "results", monkeypatch)

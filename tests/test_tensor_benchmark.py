@@ -3,13 +3,13 @@ reproduction script paper_reproductions/002_tensor_calculus.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_scripts import PNG_MAGIC, execute_notebook, load_experiment
 
 from jacacc.bench import read_record
 
@@ -18,24 +18,13 @@ pytest.importorskip("torch")
 pytest.importorskip("opt_einsum")
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "experiments" / "tensor_hessians.py"
-NOTEBOOK = REPO / "experiments" / "notebooks" / "tensor_hessians.ipynb"
 REPRODUCTION = REPO / "paper_reproductions" / "002_tensor_calculus.py"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIZES = (4, 8)
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def script():
-    return load(SCRIPT, "experiments_tensor_hessians")
+    return load_experiment("tensor_hessians")
 
 
 @pytest.fixture(scope="module")
@@ -175,18 +164,8 @@ def test_compressed_hessians_are_checked_as_blocks_where_the_dense_one_is_too_bi
 
 
 def test_notebook_executes(run, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     out, _ = run
-    monkeypatch.setenv("JACACC_RESULTS", str(out / "results"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    assert any(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs)
+    execute_notebook("tensor_hessians", out / "results", monkeypatch)
 
 
 def test_reproduction_script():
@@ -205,7 +184,7 @@ def test_readme_block_is_rendered_from_the_record(run, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("a\n<!-- results:start -->\n<!-- results:end -->\nb\n"
                       "<!-- tensor-results:start -->\nold\n<!-- tensor-results:end -->\nc\n")
-    update = load(REPO / "experiments" / "update_readme.py", "experiments_update_readme")
+    update = load_experiment("update_readme")
     block = update.render_tensor(str(out / "results"))
     hessians = [s for s in record["results"]["summary"] if s["quantity"] == "hessian"
                 and {"jacacc-cross_country", "jacacc-compressed"} & set(s["seconds"])]
