@@ -42,6 +42,8 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/kernel_benchmark.py
 	$(PY) experiments/frontend_sizes.py
 	$(PY) experiments/tensor_hessians.py
+	$(PY) experiments/linalg_examples.py
+	$(PY) experiments/linalg_benchmark.py
 	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed

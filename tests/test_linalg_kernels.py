@@ -650,3 +650,23 @@ def test_offsets_and_packed_lengths_are_checked():
         K.extracttrian(np.eye(3), -3)
     with pytest.raises(ValueError, match=re.escape("maketrian: the last axis of v has length 4, not a triangular number m(m+1)/2 (v shape (2, 4))")):
         K.maketrian(np.ones((2, 4)))
+
+
+@pytest.mark.parametrize("op", ["trsm", "trmm", "potri"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_a_triangle_of_the_other_kind_is_refused(op, lower):
+    """An upper factor passed as lower (or vice versa) would silently be read as its diagonal."""
+    from jacacc.linalg import kernels
+
+    F = np.array([[2.0, 1.0], [0.0, 3.0]])
+    F = F if lower else F.T  # the wrong kind for `lower`
+    batch = np.stack([np.tril(F.T) if lower else np.triu(F.T), F])
+    call = {"trsm": lambda A: kernels.trsm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
+            "trmm": lambda A: kernels.trmm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
+            "potri": lambda A: kernels.potri(A, lower=lower)}[op]
+    flag = "lower=False" if lower else "lower=True"
+    with pytest.raises(ValueError, match=rf"{op}: .* zero off the diagonal .* needs {flag}"):
+        call(F)
+    with pytest.raises(ValueError, match=r"at batch index \(1,\)"):
+        call(batch)
+    call(np.diag([2.0, 3.0]))  # diagonal: either kind, accepted

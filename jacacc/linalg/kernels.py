@@ -479,6 +479,7 @@ def _triangular_operands(
     dtype = _dtype(op, A, B)
     A = _operand(A, dtype)
     _check_finite(op, "A", A, "lower" if lower else "upper")
+    _named_triangle(op, "A", A, lower)
     out = _result_buffer(B, dtype, overwrite_b)
     _check_finite(op, "B", out)
     return A, out, batch
@@ -564,6 +565,25 @@ def trmm(
     A, out, batch = _triangular_operands(op, A, B, rightside, lower, overwrite_b)
     _triangular_blas("trmm", A, out, alpha, bool(transpose), bool(rightside), bool(lower), batch)
     return out
+
+
+def _named_triangle(op: str, name: str, A: np.ndarray, lower: bool) -> None:
+    """Refuse a triangular operand passed with the wrong ``lower``: nothing below (above)
+    the diagonal of the triangle named, but something in the other one — an upper
+    factor read as a lower one would silently be its diagonal."""
+    n = A.shape[-1]
+    if n < 2 or A.size == 0:
+        return
+    below, above = np.tril_indices(n, -1), np.triu_indices(n, 1)
+    named, other = (below, above) if lower else (above, below)
+    empty = ~np.any(A[..., named[0], named[1]] != 0, axis=-1)
+    filled = np.any(A[..., other[0], other[1]] != 0, axis=-1)
+    wrong = empty & filled
+    if np.any(wrong):
+        index = tuple(int(k) for k in np.argwhere(wrong)[0])
+        side, flag = ("lower", "lower=False") if lower else ("upper", "lower=True")
+        raise ValueError(f"{op}: {name}{_at(index)} is zero off the diagonal in its {side} triangle, the one "
+                         f"read, but not in the other: a triangular {name} of the other kind needs {flag}")
 
 
 def _nonsingular_triangle(op: str, A: np.ndarray) -> None:
@@ -765,6 +785,7 @@ def potri(L: ArrayLike, lower: bool = True, *, overwrite_l: bool = False) -> np.
     dtype = _dtype(op, L)
     out = _result_buffer(L, dtype, overwrite_l)
     _check_finite(op, "L", out, "lower" if lower else "upper")
+    _named_triangle(op, "L", out, lower)
     if out.size == 0:
         return out
     fn = get_lapack_funcs("potri", dtype=dtype)
