@@ -349,3 +349,35 @@ def test_float32_gradients(op):
 def test_bad_shapes_are_refused_while_tracing(f, args, message):
     with pytest.raises(ValueError, match=message):
         jt.vjp(f, *args)
+
+
+def test_both_outputs_are_pulled_back_through_one_vjp_call(monkeypatch):
+    """Q's and L's cotangents meet in one call of gelqf's pullback (calling it per output
+    would repeat the shared solve)."""
+    import dataclasses
+
+    from jacacc.tensor.expr import OPERATORS
+
+    calls = []
+    operator = OPERATORS["gelqf"]
+
+    def spy(outputs, args, cotangents, **options):
+        calls.append(tuple(c is not None for c in cotangents))
+        return operator.vjp(outputs, args, cotangents, **options)
+
+    monkeypatch.setitem(OPERATORS, "gelqf", dataclasses.replace(operator, vjp=spy))
+    rng = np.random.default_rng(31)
+    A, Wq, Wl = rng.normal(size=(3, 5)), rng.normal(size=(3, 5)), rng.normal(size=(3, 3))
+
+    def f(A, Wq, Wl):
+        Q, L = linalg.gelqf(A)
+        return np.sum(Wq * Q) + np.sum(Wl * L)
+
+    g = jt.grad(f)(A, Wq, Wl)
+    assert calls == [(True, True)]
+    At = torch.tensor(A, requires_grad=True)
+    Qt, Rt = torch.linalg.qr(At.T)
+    signs = torch.sign(torch.diagonal(Rt))
+    Q_t, L_t = (Qt * signs).T, (Rt.T * signs)
+    ((torch.tensor(Wq) * Q_t).sum() + (torch.tensor(Wl) * L_t).sum()).backward()
+    np.testing.assert_allclose(g, At.grad.numpy(), rtol=1e-9, atol=1e-12)

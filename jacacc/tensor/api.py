@@ -395,7 +395,7 @@ def vjp(f: Callable, *args: Any, mode: str = "reverse") -> tuple[Any, Callable]:
         ct = _as_array(ct, 0, False)
         if tuple(ct.shape) != y.shape:
             raise ValueError(f"the cotangent has shape {tuple(ct.shape)}, f's value has shape {y.shape}")
-        return tuple(program(*arrays, ct.astype(dtype)))
+        return tuple(program(*arrays, ct.astype(dtype, copy=False)))
 
     return value, pullback
 

@@ -96,6 +96,11 @@ class OperatorPartial(LinearPartial):
         self.outputs = outputs_of(node)
         self.out_shape, self.inp_shape = node.shape, node.args[k].shape
 
+    @property
+    def application(self) -> tuple:
+        """What the partials of one operator application share (a hashable key)."""
+        return _Application(self.operator, self.outputs, self.node.args, self.options)
+
     def pushforward(self, tangent: Tensor | None) -> Tensor | None:
         if tangent is None:
             return None
@@ -109,6 +114,21 @@ class OperatorPartial(LinearPartial):
         cotangents = [None] * len(self.outputs)
         cotangents[self.index] = cotangent
         return self.operator.vjp(self.outputs, self.node.args, tuple(cotangents), **self.options)[self.k]
+
+
+class _Application(tuple):
+    """``(operator, outputs, args, options)`` of one operator application, hashed and
+    compared by the identity of its (hash-consed) output nodes."""
+
+    def __new__(cls, operator: object, outputs: tuple, args: tuple, options: dict) -> _Application:
+        return super().__new__(cls, (operator, outputs, args, options))
+
+    def __hash__(self) -> int:
+        return hash(tuple(id(o) for o in self[1]))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Application) and len(self[1]) == len(other[1]) \
+            and all(a is b for a, b in zip(self[1], other[1], strict=True))
 
 
 class FactorMap(LinearPartial):
@@ -322,17 +342,35 @@ def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: 
 
 
 def _sweep(partials: dict, neighbours: dict, order: list, start, seed: Tensor, reverse: bool) -> dict:
-    """Cotangents (``reverse``) or tangents reached from ``start`` seeded with ``seed``."""
+    """Cotangents (``reverse``) or tangents reached from ``start`` seeded with ``seed``.
+
+    In a reverse sweep the cotangents of all outputs of one operator application
+    (gelqf's Q and L) are pulled back through its ``vjp`` together, once, when the
+    sweep reaches the argument: calling it per output would repeat the shared work.
+    """
     value = {start: seed}
+    pending: dict = {}  # (application, argument position, vertex) -> {output index: cotangent}
     for v in order:
+        for key in [key for key in pending if key[2] == v]:
+            value[v] = _sum(value.get(v), _joint_pullback(key, pending.pop(key)))
         x = value.get(v)
         if x is None:
             continue
         for w in neighbours.get(v, ()):
             p = partials[(w, v)] if reverse else partials[(v, w)]
+            if reverse and isinstance(p, OperatorPartial):
+                cotangents = pending.setdefault((p.application, p.k, w), {})
+                cotangents[p.index] = _sum(cotangents.get(p.index), x)
+                continue
             m = _as_map(p)
             value[w] = _sum(value.get(w), m.pullback(x) if reverse else m.pushforward(x))
     return value
+
+
+def _joint_pullback(key: tuple, cotangents: dict) -> Tensor | None:
+    """Argument ``k``'s cotangent from an operator's ``vjp`` given the cotangents of its outputs."""
+    (operator, outputs, args, options), k, _ = key
+    return operator.vjp(outputs, args, tuple(cotangents.get(i) for i in range(len(outputs))), **options)[k]
 
 
 def _assembled(columns: list, out_shape: Shape, inp_shape: Shape, reverse: bool) -> Factor:
