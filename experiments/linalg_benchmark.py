@@ -929,6 +929,18 @@ def _fmt_ratio(ratio: float | None) -> str:
     return "–" if ratio is None else f"{ratio:.2f}"
 
 
+def ratio_table(summary: list[dict], peer: str = "torch", phase: str = "backward") -> str:
+    """Markdown table for the README: per operator (rows) and n (columns), jacacc's
+    ``phase`` time over the peer's (< 1: jacacc faster)."""
+    sizes = sorted({s["n"] for s in summary})
+    operators = [op for op in OPERATORS if any(s["operator"] == op for s in summary)]
+    ratio = {(s["operator"], s["n"]): s.get(f"{phase}_jacacc_over_{peer}") for s in summary}
+    lines = ["| operator | " + " | ".join(f"n = {n}" for n in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    for op in operators:
+        lines.append(f"| {op} | " + " | ".join(_fmt_ratio(ratio.get((op, n))) for n in sizes) + " |")
+    return "\n".join(lines)
+
+
 def operator_table(summary: list[dict]) -> str:
     """Markdown table: per operator and n, the backward times and jacacc's ratios to torch and JAX."""
     lines = ["| operator | n | jacacc fwd | torch fwd | jax fwd | jacacc bwd | torch bwd | jax bwd | "

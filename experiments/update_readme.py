@@ -3,8 +3,9 @@
 Replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``
 with ``results/compare_methods.md``, the heuristic run-time summary and the
 figure links, and the block between ``<!-- tensor-results:start -->`` and
-``<!-- tensor-results:end -->`` with the tensor-Hessian table, so the README
-shows what ``make experiments`` last measured.
+``<!-- tensor-results:end -->`` with the tensor-Hessian table (and likewise
+``linalg-results`` with paper 004's benchmark), so the README shows what
+``make experiments`` last measured.
 """
 
 from __future__ import annotations
@@ -82,6 +83,41 @@ def render_tensor(results_dir: str) -> str | None:
     ])
 
 
+LINALG_START, LINALG_END = "<!-- linalg-results:start -->", "<!-- linalg-results:end -->"
+
+
+def render_linalg(results_dir: str) -> str | None:
+    """The linear-algebra block (``linalg_benchmark.py``'s record): backward ratios to
+    PyTorch and JAX per operator and n, and the sparse GP against GPyTorch; None without a record."""
+    path = os.path.join(results_dir, "linalg_benchmark.json")
+    if not os.path.exists(path):
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from linalg_benchmark import ratio_table, sparse_gp_table
+
+    record = read_record(path)
+    env = record["environment"]
+    results = record["results"]
+    blocks = [
+        LINALG_START,
+        f"Measured by `python experiments/linalg_benchmark.py` on {record['created'][:10]} ({env['platform']}, "
+        f"{env['cpu_count']} cores, one BLAS thread per library; seed {record['seed']}); float64, median of warm "
+        "calls. Backward time of each operator, jacacc over PyTorch (< 1: jacacc faster):",
+        "",
+        ratio_table(results["operators"]["summary"], "torch"),
+        "",
+        "and over JAX (`jit` of the `vjp` pullback):",
+        "",
+        ratio_table(results["operators"]["summary"], "jax"),
+    ]
+    sparse = results.get("sparse_gp")
+    if sparse and sparse.get("summary"):
+        blocks += ["", f"Sparse-GP bound + gradient (θ and the inducing points), n = {sparse.get('n', '?')}:", "",
+                   sparse_gp_table(sparse)]
+    blocks += ["", "![operators and sparse GP against the peers](figures/linalg_benchmark.png)", LINALG_END]
+    return "\n".join(blocks)
+
+
 def _replace(text: str, start: str, end: str, block: str) -> str:
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
@@ -98,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     if START not in text or END not in text:
         raise SystemExit(f"{args.readme} has no {START} … {END} block")
     text = _replace(text, START, END, render(args.results))
-    tensor = render_tensor(args.results)
-    if tensor is not None and TENSOR_START in text and TENSOR_END in text:
-        text = _replace(text, TENSOR_START, TENSOR_END, tensor)
+    for start, end, render_block in ((TENSOR_START, TENSOR_END, render_tensor),
+                                     (LINALG_START, LINALG_END, render_linalg)):
+        block = render_block(args.results)
+        if block is not None and start in text and end in text:
+            text = _replace(text, start, end, block)
     with open(args.readme, "w", encoding="utf-8") as fh:
         fh.write(text)
     return 0

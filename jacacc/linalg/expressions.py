@@ -22,6 +22,14 @@ and PyTorch: its argument is a symmetric matrix, and its derivative is taken
 along symmetric directions — the pushforward uses ``sym(Ȧ) = (Ȧ + Ȧᵀ)/2`` and
 the pullback returns a symmetric ``Ā`` — so finite differences must perturb A
 symmetrically.
+
+Memory of each backward (per matrix, beyond the cotangent and the forward
+outputs it reads; the evaluator frees every intermediate after its last use
+and lets the solves overwrite dead right-hand sides, as paper 004's in-place
+MXNet code does): ``trsm`` one n × k solve result plus the n × n product
+``−Y·Xᵀ`` for Ā; ``potrf`` one n × n array (Φ(LᵀL̄), solved twice in place)
+plus the symmetrized result; ``potri`` three n × n products (C·C̄·C, its
+transpose sum, times L).  Measured peaks are in ``results/linalg_benchmark.json``.
 """
 
 from __future__ import annotations

@@ -574,6 +574,10 @@ def _named_triangle(op: str, name: str, A: np.ndarray, lower: bool) -> None:
     n = A.shape[-1]
     if n < 2 or A.size == 0:
         return
+    # fast path: a nonzero on the first sub- (super-)diagonal settles it for the usual factor
+    first = np.diagonal(A, offset=-1 if lower else 1, axis1=-2, axis2=-1)
+    if np.all(np.any(first != 0, axis=-1)):
+        return
     below, above = np.tril_indices(n, -1), np.triu_indices(n, 1)
     named, other = (below, above) if lower else (above, below)
     empty = ~np.any(A[..., named[0], named[1]] != 0, axis=-1)
