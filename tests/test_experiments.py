@@ -71,8 +71,10 @@ def test_readme_block_is_rendered_from_the_records(results, tmp_path):
     assert "| RoeFlux_1d | 6/94/3 |" in text and "figures/compare_methods.png" in text
 
 
-# tensor_hessians.ipynb reads its own record: tests/test_tensor_benchmark.py executes it
-NOTEBOOKS = sorted(p for p in (EXPERIMENTS / "notebooks").glob("*.ipynb") if p.stem != "tensor_hessians")
+# these notebooks read records of their own: tests/test_tensor_benchmark.py and
+# tests/test_linalg_examples.py execute them
+OWN_TESTS = {"tensor_hessians", "linalg_examples"}
+NOTEBOOKS = sorted(p for p in (EXPERIMENTS / "notebooks").glob("*.ipynb") if p.stem not in OWN_TESTS)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
