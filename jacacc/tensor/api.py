@@ -22,7 +22,6 @@ from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, materialize
 from jacacc.tensor.graph import tensor_graph
-from jacacc.tensor.linear import Partial, as_factor, dense
 from jacacc.tensor.trace import TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
@@ -78,9 +77,9 @@ def _zero_factor(out_shape: tuple[int, ...], inp_shape: tuple[int, ...]) -> Fact
                                out_shape, inp_shape)
 
 
-def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Partial, int, list[Hashable]]:
-    """∂y/∂x as a factor (δs symbolic) — or a linear map where general functions
-    (:mod:`jacacc.tensor.operators`) lie on the way — with the elimination's FLOPs and order."""
+def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Factor, int, list[Hashable]]:
+    """∂y/∂x as a factor (δs symbolic; written out where general functions
+    (:mod:`jacacc.tensor.operators`) lie on the way), with the elimination's FLOPs and order."""
     graph = tensor_graph([y], [x])
     factors, flops, order = derivative_factors(graph, mode)
     found = factors.get((graph.inputs[0], graph.outputs[0]))
@@ -89,7 +88,7 @@ def derivative_factor(y: Tensor, x: Tensor, mode: str) -> tuple[Partial, int, li
 
 def jacobian_expression(y: Tensor, x: Tensor, mode: str) -> Tensor:
     """The dense Jacobian of ``y`` w.r.t. ``x`` as an expression of shape ``y.shape + x.shape``."""
-    return dense(derivative_factor(y, x, mode)[0])
+    return materialize(derivative_factor(y, x, mode)[0])
 
 
 @dataclass
@@ -135,11 +134,9 @@ def _derive(traced: TracedFunction, argnum: int, order: int, mode: str) -> Deriv
     for _ in range(order):
         factor, flops, _ = derivative_factor(expression, x, mode)
         passes.append(flops)
-        expression = dense(factor)
+        expression = materialize(factor)
     # what runs: the last expression with its einsum chains fused (as Program does)
     (expression,) = fuse_einsums([expression])
-    # a linear map's written-out form is the factor compression can keep
-    factor = factor if isinstance(factor, Factor) else as_factor(factor)
     return DerivativeExpression(expression, factor, flops_of([expression]), passes, mode, traced.inputs)
 
 
@@ -257,7 +254,7 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
         grads = []
         for v, k in zip(graph.inputs, wrt, strict=True):
             found = factors.get((v, graph.outputs[0]))
-            grads.append(dense(found if found is not None else _zero_factor((), traced.inputs[k].shape)))
+            grads.append(materialize(found if found is not None else _zero_factor((), traced.inputs[k].shape)))
         return Program([y, *grads], traced.inputs, dtype)
 
     plans: dict[tuple, Program] = {}
@@ -388,7 +385,7 @@ def vjp(f: Callable, *args: Any, mode: str = "reverse") -> tuple[Any, Callable]:
     grads = []
     for vertex, x in zip(graph.inputs, traced.inputs, strict=True):
         found = factors.get((vertex, "sink"))
-        grads.append(dense(found if found is not None else _zero_factor((), x.shape)))
+        grads.append(materialize(found if found is not None else _zero_factor((), x.shape)))
     program = Program(grads, (*traced.inputs, cotangent), dtype)
 
     def pullback(ct: Any) -> tuple[Any, ...]:
@@ -425,7 +422,7 @@ def jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], mode: str = "
     graph = tensor_graph([y], traced.inputs, seeds=seeds)
     factors, _, _ = derivative_factors(graph, mode)
     found = factors.get(("seed", graph.outputs[0]))
-    tangent_out = dense(found if found is not None else _zero_factor(y.shape, ()))
+    tangent_out = materialize(found if found is not None else _zero_factor(y.shape, ()))
     program = Program([y, tangent_out], (*traced.inputs, *tangent_vars), dtype)
     value, out = program(*arrays, *(t.astype(dtype) for t in tangent_arrays))
     return value, out

@@ -8,15 +8,16 @@ nothing needs it written out: the chain rule only applies it to a tangent
 the tensor graph whose partial is such a map carries a :class:`LinearPartial`
 instead of a :class:`~jacacc.tensor.factor.Factor`.
 
-Elimination treats them lazily: the product of two partials at least one of
-which is a linear map is their composition (:class:`Composed`), a sum is a
-:class:`Summed`; nothing is computed until the derivative is written out
-(:func:`dense`), which applies the composed map to one-hot cotangents (one
-pullback per output element) or one-hot tangents (one pushforward per input
-element), whichever are fewer — for a scalar function one pullback, i.e.
-reverse mode through the operators, with whatever order the rest of the graph
-was eliminated in.  The cost therefore appears in the derivative expression's
-FLOPs (``.flops``), not in the elimination's.
+Elimination never multiplies through such an edge: the vertices next to a
+linear map are left out of the elimination order, and the graph left over is
+accumulated by sweeps (:func:`accumulate_by_sweeps`): one pullback sweep per
+output element (one for a scalar function) or one pushforward sweep per input
+element, whichever are fewer, each vertex's cotangents summed before they are
+pulled back once.  :func:`chain` and :func:`add_partials` still accept maps —
+the heuristics price candidate eliminations through them (a composition costs
+0: it is applied, and priced in the derivative expression's FLOPs, by the
+sweeps) — and a sum of two factors that would write a δ out stays a
+:class:`Summed` of maps (:func:`sum_of_partials`).
 
 Examples
 --------
@@ -39,9 +40,9 @@ from jacacc.tensor.expr import Tensor, add, const, einsum, symbol, zeros
 from jacacc.tensor.factor import Factor, accumulate, materialize, product
 
 __all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "UNROLL_LIMIT",
-           "accumulate_by_sweeps", "add_partials", "as_factor", "chain", "dense", "sum_of_partials"]
+           "accumulate_by_sweeps", "add_partials", "chain", "sum_of_partials"]
 
-#: Most one-hot applications :func:`dense` builds to write a linear map out.
+#: Most sweeps :func:`accumulate_by_sweeps` builds to write a Jacobian out.
 UNROLL_LIMIT = 4096
 
 Shape = tuple[int, ...]
@@ -49,6 +50,12 @@ Shape = tuple[int, ...]
 
 def _letters(n: int, start: int = 0) -> str:
     return "".join(symbol(k) for k in range(start, start + n))
+
+
+def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
+    if x is None:
+        return y
+    return x if y is None else add(x, y)
 
 
 class LinearPartial:
@@ -96,11 +103,6 @@ class OperatorPartial(LinearPartial):
         self.outputs = outputs_of(node)
         self.out_shape, self.inp_shape = node.shape, node.args[k].shape
 
-    @property
-    def application(self) -> tuple:
-        """What the partials of one operator application share (a hashable key)."""
-        return _Application(self.operator, self.outputs, self.node.args, self.options)
-
     def pushforward(self, tangent: Tensor | None) -> Tensor | None:
         if tangent is None:
             return None
@@ -109,26 +111,13 @@ class OperatorPartial(LinearPartial):
         return self.operator.jvp(self.outputs, self.node.args, tuple(tangents), **self.options)[self.index]
 
     def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        if cotangent is None:
-            return None
-        cotangents = [None] * len(self.outputs)
-        cotangents[self.index] = cotangent
-        return self.operator.vjp(self.outputs, self.node.args, tuple(cotangents), **self.options)[self.k]
+        return None if cotangent is None else self.joint_pullback({self.index: cotangent})
 
-
-class _Application(tuple):
-    """``(operator, outputs, args, options)`` of one operator application, hashed and
-    compared by the identity of its (hash-consed) output nodes."""
-
-    def __new__(cls, operator: object, outputs: tuple, args: tuple, options: dict) -> _Application:
-        return super().__new__(cls, (operator, outputs, args, options))
-
-    def __hash__(self) -> int:
-        return hash(tuple(id(o) for o in self[1]))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Application) and len(self[1]) == len(other[1]) \
-            and all(a is b for a, b in zip(self[1], other[1], strict=True))
+    def joint_pullback(self, cotangents: dict[int, Tensor]) -> Tensor | None:
+        """Argument ``k``'s cotangent from the cotangents of several outputs of the
+        application (output index → cotangent), through one call of the ``vjp``."""
+        given = tuple(cotangents.get(i) for i in range(len(self.outputs)))
+        return self.operator.vjp(self.outputs, self.node.args, given, **self.options)[self.k]
 
 
 class FactorMap(LinearPartial):
@@ -175,17 +164,11 @@ class Summed(LinearPartial):
         self.a, self.b = a, b
         self.out_shape, self.inp_shape = a.out_shape, a.inp_shape
 
-    @staticmethod
-    def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
-        if x is None:
-            return y
-        return x if y is None else add(x, y)
-
     def pushforward(self, tangent: Tensor | None) -> Tensor | None:
-        return self._sum(self.a.pushforward(tangent), self.b.pushforward(tangent))
+        return _sum(self.a.pushforward(tangent), self.b.pushforward(tangent))
 
     def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        return self._sum(self.a.pullback(cotangent), self.b.pullback(cotangent))
+        return _sum(self.a.pullback(cotangent), self.b.pullback(cotangent))
 
 
 Partial = Factor | LinearPartial
@@ -231,62 +214,12 @@ def _one_hot(shape: Shape, flat: int) -> Tensor:
     return const(e.reshape(shape))
 
 
-def dense(p: Partial) -> Tensor:
-    """The partial written out as an expression of shape ``out_shape + inp_shape``.
-
-    A linear map is applied to the one-hot cotangents of its outputs (one
-    pullback each) or the one-hot tangents of its inputs (one pushforward
-    each), whichever are fewer; a scalar side needs a single application.
-
-    Raises
-    ------
-    UnsupportedOperationError
-        When both sides have more than :data:`UNROLL_LIMIT` elements.
-    """
-    if isinstance(p, Factor):
-        return materialize(p)
-    rows, columns = math.prod(p.out_shape), math.prod(p.inp_shape)
-    if min(rows, columns) > UNROLL_LIMIT:
-        raise UnsupportedOperationError(
-            f"writing out a Jacobian of shape {p.shape} through a general function (a linear-algebra operator) "
-            f"takes min({rows}, {columns}) applications of its derivative, more than {UNROLL_LIMIT}; "
-            "use vjp or jvp, or a scalar function")
-    by_rows = rows <= columns
-    side, apply = (p.out_shape, p.pullback) if by_rows else (p.inp_shape, p.pushforward)
-    if not side:  # a scalar side: one application is the whole partial
-        found = apply(const(1.0))
-        return zeros(p.shape) if found is None else found
-    out_l, inp_l = _letters(len(p.out_shape)), _letters(len(p.inp_shape), len(p.out_shape))
-    terms: list[Tensor] = []
-    for flat in range(math.prod(side)):
-        e = _one_hot(side, flat)
-        applied = apply(e)
-        if applied is not None:
-            pair = (e, applied) if by_rows else (applied, e)
-            terms.append(einsum(f"{out_l},{inp_l}->{out_l}{inp_l}", *pair))
-    return add(*terms) if terms else zeros(p.shape)
-
-
-def as_factor(p: Partial) -> Factor:
-    """A :class:`Factor` for ``p``: itself, or a linear map written out (all axes stored)."""
-    if isinstance(p, Factor):
-        return p
-    out_l, inp_l = _letters(len(p.out_shape)), _letters(len(p.inp_shape), len(p.out_shape))
-    return Factor.from_letters(dense(p), out_l + inp_l, out_l, inp_l, p.out_shape, p.inp_shape)
-
-
 # ---------------------------------------------------------------------------- sweeps over operator edges
 def _shapes(p: Partial) -> tuple[Shape, Shape]:
     """(shape of the edge's head, shape of its tail) of a partial ∂head/∂tail."""
     if isinstance(p, LinearPartial):
         return p.out_shape, p.inp_shape
     return p.shape[: len(p.out)], p.shape[len(p.out):]
-
-
-def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
-    if x is None:
-        return y
-    return x if y is None else add(x, y)
 
 
 def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: list, order: list) -> dict[tuple, Factor]:
@@ -349,28 +282,24 @@ def _sweep(partials: dict, neighbours: dict, order: list, start, seed: Tensor, r
     sweep reaches the argument: calling it per output would repeat the shared work.
     """
     value = {start: seed}
-    pending: dict = {}  # (application, argument position, vertex) -> {output index: cotangent}
+    # argument vertex -> (application's outputs, argument position) -> (a partial, {output index: cotangent})
+    pending: dict = {}
     for v in order:
-        for key in [key for key in pending if key[2] == v]:
-            value[v] = _sum(value.get(v), _joint_pullback(key, pending.pop(key)))
+        for p, cotangents in pending.pop(v, {}).values():
+            value[v] = _sum(value.get(v), p.joint_pullback(cotangents))
         x = value.get(v)
         if x is None:
             continue
         for w in neighbours.get(v, ()):
             p = partials[(w, v)] if reverse else partials[(v, w)]
             if reverse and isinstance(p, OperatorPartial):
-                cotangents = pending.setdefault((p.application, p.k, w), {})
+                key = (tuple(id(o) for o in p.outputs), p.k)  # the partial held below keeps the ids live
+                _, cotangents = pending.setdefault(w, {}).setdefault(key, (p, {}))
                 cotangents[p.index] = _sum(cotangents.get(p.index), x)
                 continue
             m = _as_map(p)
             value[w] = _sum(value.get(w), m.pullback(x) if reverse else m.pushforward(x))
     return value
-
-
-def _joint_pullback(key: tuple, cotangents: dict) -> Tensor | None:
-    """Argument ``k``'s cotangent from an operator's ``vjp`` given the cotangents of its outputs."""
-    (operator, outputs, args, options), k, _ = key
-    return operator.vjp(outputs, args, tuple(cotangents.get(i) for i in range(len(outputs))), **options)[k]
 
 
 def _assembled(columns: list, out_shape: Shape, inp_shape: Shape, reverse: bool) -> Factor:
