@@ -57,24 +57,39 @@ def render(results_dir: str) -> str:
 
 
 TENSOR_START, TENSOR_END = "<!-- tensor-results:start -->", "<!-- tensor-results:end -->"
+LINALG_START, LINALG_END = "<!-- linalg-results:start -->", "<!-- linalg-results:end -->"
+
+
+def _record(results_dir: str, name: str) -> dict | None:
+    """The record ``<name>.json`` of an experiment script, None when it was not run; the
+    script's directory is put on ``sys.path`` for its table functions."""
+    path = os.path.join(results_dir, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return read_record(path)
+
+
+def _measured_by(record: dict, script: str) -> str:
+    env = record["environment"]
+    threads = record["parameters"].get("threads")
+    return (f"Measured by `python experiments/{script}.py` on {record['created'][:10]} ({env['platform']}, "
+            f"{env['cpu_count']} cores, {threads or 'default'} thread(s) per library; seed {record['seed']})")
 
 
 def render_tensor(results_dir: str) -> str | None:
     """The tensor-Hessian table block (``tensor_hessians.py``'s record), or None without a record."""
-    path = os.path.join(results_dir, "tensor_hessians.json")
-    if not os.path.exists(path):
+    record = _record(results_dir, "tensor_hessians")
+    if record is None:
         return None
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from tensor_hessians import readme_table
 
-    record = read_record(path)
-    env = record["environment"]
-    threads = record["parameters"].get("threads")
     return "\n".join([
         TENSOR_START,
-        f"Measured by `python experiments/tensor_hessians.py` on {record['created'][:10]} ({env['platform']}, "
-        f"{env['cpu_count']} cores, {threads or 'default'} thread(s) per library; seed {record['seed']}); "
-        "Hessian, float64, median of warm calls; – where a method ran out of its time or memory budget.",
+        _measured_by(record, "tensor_hessians") + "; Hessian, float64, median of warm calls; – where a method "
+        "ran out of its time or memory budget.",
         "",
         readme_table(record),
         "",
@@ -83,26 +98,19 @@ def render_tensor(results_dir: str) -> str | None:
     ])
 
 
-LINALG_START, LINALG_END = "<!-- linalg-results:start -->", "<!-- linalg-results:end -->"
-
-
 def render_linalg(results_dir: str) -> str | None:
     """The linear-algebra block (``linalg_benchmark.py``'s record): backward ratios to
     PyTorch and JAX per operator and n, and the sparse GP against GPyTorch; None without a record."""
-    path = os.path.join(results_dir, "linalg_benchmark.json")
-    if not os.path.exists(path):
+    record = _record(results_dir, "linalg_benchmark")
+    if record is None:
         return None
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from linalg_benchmark import ratio_table, sparse_gp_table
 
-    record = read_record(path)
-    env = record["environment"]
     results = record["results"]
     blocks = [
         LINALG_START,
-        f"Measured by `python experiments/linalg_benchmark.py` on {record['created'][:10]} ({env['platform']}, "
-        f"{env['cpu_count']} cores, one BLAS thread per library; seed {record['seed']}); float64, median of warm "
-        "calls. Backward time of each operator, jacacc over PyTorch (< 1: jacacc faster):",
+        _measured_by(record, "linalg_benchmark") + "; float64, median of warm calls. Backward time of each "
+        "operator, jacacc over PyTorch (< 1: jacacc faster):",
         "",
         ratio_table(results["operators"]["summary"], "torch"),
         "",
