@@ -14,3 +14,15 @@ def float64_jax():
     jax.config.update("jax_enable_x64", True)
     yield
     jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture(scope="session")
+def cupy_gpu():
+    """CuPy on a CUDA GPU: the module, or the test is skipped (no CuPy, no GPU)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except cupy.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no GPU")
+    return cupy

@@ -415,13 +415,8 @@ def test_cupy_backend_without_cupy_names_the_extra():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_cupy_kernel_matches_numpy_reference(dtype):
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no GPU")
+def test_cupy_kernel_matches_numpy_reference(dtype, cupy_gpu):
+    cp = cupy_gpu
     tol = 1e-10 if dtype == "float64" else 2e-3
     for name in ("shared", "piecewise", "RoeFlux_1d", "BlackScholes"):
         traced, X = _traced_and_points(name)

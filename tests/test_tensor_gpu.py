@@ -13,17 +13,6 @@ import jacacc.tensor as jt
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except cupy.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no GPU")
-    return cupy
-
-
 def logistic(w, X, y):
     return np.sum(np.log1p(np.exp(-y * (X @ w))))
 
@@ -46,7 +35,8 @@ PROBLEMS = [
 
 @pytest.mark.parametrize("mode", ["reverse", "cross_country"])
 @pytest.mark.parametrize("problem", PROBLEMS, ids=[p[0] for p in PROBLEMS])
-def test_cupy_arrays_give_the_numpy_derivatives(cp, problem, mode):
+def test_cupy_arrays_give_the_numpy_derivatives(cupy_gpu, problem, mode):
+    cp = cupy_gpu
     _, f, make = problem
     args = make(np.random.default_rng(0))
     device = [cp.asarray(a) for a in args]
