@@ -122,8 +122,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import ctypes
-import glob
 import importlib.metadata
 import importlib.util
 import math
@@ -177,29 +175,14 @@ def sibling(name: str) -> Any:
     return module
 
 
-def _scipy_openblas() -> tuple[Callable, Callable] | None:
-    """Setter and getter of the thread count of SciPy's bundled OpenBLAS (ctypes), or None."""
-    import scipy.linalg  # noqa: F401 - loads the library, so the handle below is the one SciPy uses
-
-    libs = os.path.join(os.path.dirname(os.path.dirname(scipy.linalg.__file__)) + ".libs", "*openblas*.so*")
-    for path in glob.glob(libs):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for setter, getter in (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-                               ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-                               ("openblas_set_num_threads", "openblas_get_num_threads")):
-            if hasattr(lib, setter) and hasattr(lib, getter):
-                return getattr(lib, setter), getattr(lib, getter)
-    return None
-
-
 def pin_threads(threads: int) -> dict[str, Any]:
     """``threads`` threads for NumPy's OpenBLAS, PyTorch and XLA (tensor_hessians' ``limit_threads``) and
     for SciPy's OpenBLAS, which jacacc.linalg's kernels call (0: the libraries' defaults)."""
-    info = sibling("tensor_hessians").limit_threads(threads)
-    blas = _scipy_openblas()
+    import scipy
+
+    hessians = sibling("tensor_hessians")
+    info = hessians.limit_threads(threads)
+    blas = hessians.openblas_control(os.path.dirname(scipy.__file__))
     if blas is None:
         info["scipy_openblas_threads"] = "not found"
     elif threads > 0:

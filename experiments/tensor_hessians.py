@@ -705,17 +705,19 @@ def print_table(rows: list[dict]) -> None:
 
 
 # =========================================================================== main
-def _openblas() -> Any:
-    """NumPy's bundled OpenBLAS (a ctypes handle), or None."""
+def openblas_control(package_dir: str) -> tuple[Callable, Callable] | None:
+    """Setter and getter (ctypes) of the thread count of the OpenBLAS a wheel bundles in
+    ``<package_dir>.libs`` (NumPy's and SciPy's are separate libraries), or None."""
     import ctypes
     import glob
 
-    for path in glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*openblas*.so*")):
+    for path in glob.glob(os.path.join(package_dir + ".libs", "*openblas*.so*")):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
         for setter, getter in (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+                               ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
                                ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
                                ("openblas_set_num_threads", "openblas_get_num_threads")):
             if hasattr(lib, setter) and hasattr(lib, getter):
@@ -742,7 +744,7 @@ def limit_threads(threads: int) -> dict[str, Any]:
     if threads <= 0:
         info.update(openblas_threads=None, torch_threads=torch.get_num_threads(), xla_threads="default")
         return info
-    blas = _openblas()
+    blas = openblas_control(os.path.dirname(np.__file__))
     if blas is not None:
         blas[0](threads)
         info["openblas_threads"] = int(blas[1]())
