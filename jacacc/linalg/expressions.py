@@ -183,13 +183,10 @@ def sumlogdiag(A: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- trsm
-def _trsm_node(A: Tensor, B: Tensor, alpha: float = 1.0, transpose: bool = False, rightside: bool = False,
+def trsm(A: Tensor, B: Tensor, alpha: float = 1.0, transpose: bool = False, rightside: bool = False,
                lower: bool = True) -> Tensor:
     return apply_operator("trsm", [A, B], alpha=float(alpha), transpose=bool(transpose),
                           rightside=bool(rightside), lower=bool(lower))[0]
-
-
-trsm = _trsm_node
 
 
 def _trsm_shapes(a: tuple[int, ...], b: tuple[int, ...], alpha: float, transpose: bool, rightside: bool,
@@ -212,14 +209,14 @@ def _trsm_jvp(outputs, args, tangents, alpha, transpose, rightside, lower):  # n
         rhs = _minus(rhs, matmul(X, dop) if rightside else matmul(dop, X))
     if rhs is None:
         return (None,)
-    return (_trsm_node(A, rhs, 1.0, transpose, rightside, lower),)
+    return (trsm(A, rhs, 1.0, transpose, rightside, lower),)
 
 
 def _trsm_vjp(outputs, args, cotangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
     (X,), (A, _), (Xbar,) = outputs, args, cotangents
     if Xbar is None:
         return (None, None)
-    Y = _trsm_node(A, Xbar, 1.0, not transpose, rightside, lower)  # op(A)⁻ᵀ X̄ (or X̄ op(A)⁻ᵀ)
+    Y = trsm(A, Xbar, 1.0, not transpose, rightside, lower)  # op(A)⁻ᵀ X̄ (or X̄ op(A)⁻ᵀ)
     G = matmul(X, Y, transpose_a=True) if rightside else matmul(Y, X, transpose_b=True)
     Abar = E.scale(-1.0, transposed(G) if transpose else G)
     return (triangle(Abar, lower), E.scale(alpha, Y))
@@ -243,8 +240,8 @@ def _potrf_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
     if dA is None:
         return (None,)
     L = _lower_factor(F, lower)
-    W = _trsm_node(L, symmetrized(dA))                                   # L⁻¹ sym(Ȧ)
-    V = _trsm_node(L, W, transpose=True, rightside=True)                  # L⁻¹ sym(Ȧ) L⁻ᵀ
+    W = trsm(L, symmetrized(dA))                                   # L⁻¹ sym(Ȧ)
+    V = trsm(L, W, transpose=True, rightside=True)                  # L⁻¹ sym(Ȧ) L⁻ᵀ
     dL = matmul(L, masked(V, triangle_mask(L.shape[-1], True, 0.5)))      # L Φ(·)
     return (_lower_factor(dL, lower),)
 
@@ -255,8 +252,8 @@ def _potrf_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
         return (None,)
     L, Lbar = _lower_factor(F, lower), _lower_factor(Fbar, lower)
     M = masked(matmul(L, Lbar, transpose_a=True), triangle_mask(L.shape[-1], True, 0.5))   # Φ(Lᵀ L̄)
-    R = _trsm_node(L, M, rightside=True)                                  # Φ(Lᵀ L̄) L⁻¹
-    P = _trsm_node(L, R, transpose=True)                                  # L⁻ᵀ Φ(Lᵀ L̄) L⁻¹
+    R = trsm(L, M, rightside=True)                                  # Φ(Lᵀ L̄) L⁻¹
+    P = trsm(L, R, transpose=True)                                  # L⁻ᵀ Φ(Lᵀ L̄) L⁻¹
     return (symmetrized(P),)
 
 

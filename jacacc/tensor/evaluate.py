@@ -150,17 +150,17 @@ def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Seque
 
 
 def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use: dict[int, int],
-                        keep: set[int]) -> dict[int, dict[str, bool]]:
+                        keep: set[int], scatters: set[int]) -> dict[int, dict[str, bool]]:
     """Per operator step, the ``overwrite_*`` keywords it may pass: paper 004's operators
     work in place, and an argument may be overwritten when nothing reads its memory later.
 
     An argument qualifies when a step of this program computed it (not an input
     or a constant), it is no output, this step is its last use and reads it once,
     and no view of it is read at or after this step (single-operand einsums —
-    transposes, diagonals — return views of their operand).
+    transposes, diagonals — return views of their operand; ``scatters``, the
+    einsums run as δ scatters, write fresh arrays).
     """
-    views = {k for k, n in enumerate(nodes)
-             if n.kind == "einsum" and len(n.args) == 1 and delta_expansion(n.param, n.args) is None}
+    views = {k for k, n in enumerate(nodes) if n.kind == "einsum" and len(n.args) == 1 and k not in scatters}
     children: dict[int, list[int]] = {}
     for k in views:
         children.setdefault(slot[id(nodes[k].args[0])], []).append(k)
@@ -228,13 +228,15 @@ class Program:
             for a in n.args:
                 last_use[slot[id(a)]] = k
         keep = set(self._output_slots)
-        in_place = _in_place_arguments(nodes, slot, last_use, keep)
+        expansions = {k: e for k, n in enumerate(nodes)
+                      if n.kind == "einsum" and (e := delta_expansion(n.param, n.args)) is not None}
+        in_place = _in_place_arguments(nodes, slot, last_use, keep, set(expansions))
         self._steps: list[tuple[int, str, Any, tuple[int, ...], tuple[int, ...]]] = []
         read: set[int] = set(keep)  # slots some step reads the value of (δs a scatter spreads are not)
         for k, n in enumerate(nodes):
             args = tuple(slot[id(a)] for a in n.args)
             free = tuple(sorted({a for a in args if last_use.get(a) == k and a not in keep}))
-            expansion = delta_expansion(n.param, n.args) if n.kind == "einsum" else None
+            expansion = expansions.get(k)
             if expansion is not None:
                 core = Contraction(expansion.core, [n.args[m].shape for m in expansion.core_args]) \
                     if expansion.core else None
