@@ -101,8 +101,7 @@ def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = N
     # Vertices touching a general function's edge (a linear map) stay: eliminating them
     # would compose maps along every path; the residual graph is accumulated by sweeps.
     # A vertex an absorption has since joined to a linear map stays too.
-    operators = any(isinstance(p, LinearPartial) for p in graph.factors.values())
-    algebra.lazy_sums = operators
+    operators = algebra.lazy_sums
     for j in order:
         if not operators or not _touches_a_map(state, algebra, j):
             state.eliminate_vertex(j)

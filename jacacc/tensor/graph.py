@@ -30,7 +30,7 @@ import networkx as nx
 from jacacc.graph import CompGraph
 from jacacc.tensor.expr import PIECEWISE_CONSTANT, Tensor, const, einsum, nodes_of, scale, unary
 from jacacc.tensor.factor import Factor
-from jacacc.tensor.linear import OperatorPartial, Partial, add_partials, chain, sum_of_partials
+from jacacc.tensor.linear import LinearPartial, OperatorPartial, Partial, add_partials, chain, sum_of_partials
 
 __all__ = ["FactorAlgebra", "TensorGraph", "elementwise_derivative", "local_partials", "register_partial", "tensor_graph"]
 
@@ -158,16 +158,15 @@ class FactorAlgebra:
         self.factors = dict(factors)
         self.flops = 0
         #: Absorb a product as a sum of linear maps where adding factors would write δs out
-        #: (:func:`~jacacc.tensor.linear.sum_of_partials`); set for graphs with operator edges,
+        #: (:func:`~jacacc.tensor.linear.sum_of_partials`): in graphs with operator edges,
         #: whose residual is accumulated by sweeps anyway.
-        self.lazy_sums = False
+        self.lazy_sums = any(isinstance(p, LinearPartial) for p in self.factors.values())
         self._products: dict[tuple[int, int], tuple[Factor, Factor, Factor, int]] = {}
 
     def copy(self) -> FactorAlgebra:
         """The same values and FLOPs so far, independent from here on (products cache shared)."""
         other = FactorAlgebra(self.factors)
         other.flops = self.flops
-        other.lazy_sums = self.lazy_sums
         other._products = self._products
         return other
 
