@@ -1,0 +1,438 @@
+"""Normal forms of paper 001 §5: let-lifting, pair elimination, gen push-out, tensor SSA.
+
+Each pass is a function from programs to programs that preserves values and
+does not increase :func:`~jacacc.iverson.cost` (the passes' correctness and
+cost-neutrality arguments are the paper's; the tests check both on random
+programs).  The paper's rule figures (5.1–5.34) did not survive text
+extraction; the rules below follow its prose:
+
+``let_lift`` (§5.1)
+    moves every ``let`` to the top: ``⊞_i (let x = v in b)`` becomes
+    ``let x' = ⊞_i v in ⊞_i b[x := x'[i]]`` (loop fission; the same through
+    ``Σ``), and ``[p]·(let x = v in b)`` becomes ``let x' = [p]·v in [p]·b`` —
+    ``p`` is duplicated around ``v`` so that ``v`` is still only computed where
+    ``p`` holds (rule 5.9's reason: cost neutrality).
+``pair_eliminate`` (§5.2)
+    distributes ⊞, reads and brackets over pairs (an array of pairs is a pair
+    of arrays), splits pair-valued bindings in two and cancels ``π(a, b)``;
+    pairs remain only in the output.
+``gen_pushout`` (§5.3)
+    substitutes reads of generated tensors (``(⊞_i b)[a] = b[i := a]``) and
+    moves brackets inside ⊞, so that every ⊞ is outermost in a binding.
+``tensor_ssa`` (§5.4)
+    names every intermediate: each binding becomes ``⊞_I [g]·r`` with ``r`` one
+    primitive — a sum of (bracketed) atoms, a binary product of atoms, a
+    black-box function of an atom, or a contraction ``Σ_K [q]·a·b`` /
+    ``Σ_K [q]·a`` — where an atom is a constant or a read ``x[…]`` of a variable.
+    Equal right-hand sides are bound once (structural memoization = CSE).
+    This is the form on which derivatives keep their cost bound (§6).
+
+Examples
+--------
+>>> import jacacc.iverson as iv
+>>> x = iv.var("x", (3,)); i, k = iv.index("i"), iv.index("k")
+>>> e = iv.sum(i, 3, iv.exp(iv.sum(k, 3, x[k] * x[i])))
+>>> print(normalize(e))  # doctest: +ELLIPSIS
+let t'... = ⊞_{i<3} Σ_{k<3} x[k] · x[i] in
+let t'... = ⊞_{i<3} exp(t'...[i]) in
+let t'... = Σ_{i<3} t'...[i] in
+t'...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from jacacc.iverson.check import check
+from jacacc.iverson.syntax import (
+    Access,
+    Add,
+    And,
+    BoolConst,
+    Bracket,
+    Const,
+    DataCmp,
+    Expr,
+    Func,
+    Gen,
+    Let,
+    Mul,
+    Or,
+    Pair,
+    PairType,
+    Pred,
+    Proj,
+    Sum,
+    Var,
+    fresh,
+    index,
+    map_pred,
+    pred_children_exprs,
+    pred_indices,
+    substitute_indices,
+    substitute_var,
+)
+
+__all__ = ["Binding", "bindings_of", "gen_pushout", "let_chain", "let_lift", "normalize", "pair_eliminate",
+           "tensor_ssa"]
+
+Binding = tuple[str, Expr]
+
+
+def let_chain(bindings: Sequence[Binding], body: Expr) -> Expr:
+    """``let x1 = v1 in … let xn = vn in body``."""
+    out = body
+    for name, value in reversed(bindings):
+        out = Let(name, value, out)
+    return out
+
+
+def bindings_of(e: Expr) -> tuple[list[Binding], Expr]:
+    """The top-level ``let`` chain of ``e`` and its body."""
+    out: list[Binding] = []
+    while isinstance(e, Let):
+        out.append((e.name, e.value))
+        e = e.body
+    return out, e
+
+
+# ----------------------------------------------------------------------------- let-lifting
+
+
+def let_lift(e: Expr) -> Expr:
+    """Move every ``let`` to the top level (§5.1); bound names are renamed apart."""
+    check(e)
+    bindings, core = _lift(e)
+    return let_chain(bindings, core)
+
+
+def _wrap_bindings(bindings: list[Binding], core: Expr, wrap: Callable[[Expr], Expr],
+                   read: Callable[[Var], Expr], needs: Callable[[Expr], bool]) -> tuple[list[Binding], Expr]:
+    """Wrap each binding value that ``needs`` it with ``wrap`` (⊞ or a bracket) and replace its reads
+    by ``read(new variable)``; later values and the core see the replacement."""
+    out: list[Binding] = []
+    renamed: list[tuple[str, Expr]] = []
+    for name, value in bindings:
+        for old, repl in renamed:
+            value = substitute_var(value, old, repl)
+        if needs(value):
+            wrapped = wrap(value)
+            new = fresh(name)
+            out.append((new, wrapped))
+            renamed.append((name, read(Var(new, wrapped.type))))
+        else:
+            out.append((name, value))
+    for old, repl in renamed:
+        core = substitute_var(core, old, repl)
+    return out, core
+
+
+def _lift(e: Expr) -> tuple[list[Binding], Expr]:
+    if isinstance(e, (Var, Const)):
+        return [], e
+    if isinstance(e, Let):
+        bv, v = _lift(e.value)
+        name = fresh(e.name)
+        body = substitute_var(e.body, e.name, Var(name, v.type))
+        bb, b = _lift(body)
+        return bv + [(name, v)] + bb, b
+    if isinstance(e, (Gen, Sum)):
+        bindings, body = _lift(e.body)
+        i, n = e.index, e.extent
+        bindings, body = _wrap_bindings(bindings, body, lambda v: Gen(i, n, v), lambda var: Access(var, index(i)),
+                                        lambda v: i in v.free_indices)
+        return bindings, type(e)(i, n, body)
+    if isinstance(e, Bracket):
+        operand_bindings: list[Binding] = []
+        operands: dict[int, Expr] = {}
+        for x in pred_children_exprs(e.pred):
+            bx, cx = _lift(x)
+            operand_bindings += bx
+            operands[id(x)] = cx
+        pred = map_pred(e.pred, lambda c: c, lambda x: operands.get(id(x), x))
+        # the predicate's data operands are computed where its index part holds (its cost-truth)
+        index_part = _index_part(e.pred)
+        ob, pred_core = _wrap_bindings(operand_bindings, Bracket(pred, Const(1.0)), lambda v: Bracket(index_part, v),
+                                       lambda var: var, lambda v: True)
+        assert isinstance(pred_core, Bracket)
+        bindings, body = _lift(e.body)
+        bindings, body = _wrap_bindings(bindings, body, lambda v: Bracket(pred_core.pred, v), lambda var: var,
+                                        lambda v: True)
+        return ob + bindings, Bracket(pred_core.pred, body)
+    if isinstance(e, Access):
+        bindings, target = _lift(e.target)
+        return bindings, Access(target, e.idx)
+    bindings = []
+    children = []
+    for c in e.children:
+        bc, cc = _lift(c)
+        bindings += bc
+        children.append(cc)
+    return bindings, e.rebuild(tuple(children))
+
+
+def _index_part(p: Pred) -> Pred:
+    """``p`` with data comparisons replaced by *true* (what the cost model sees)."""
+    if isinstance(p, DataCmp):
+        return BoolConst(True)
+    if isinstance(p, And):
+        return And(_index_part(p.a), _index_part(p.b))
+    if isinstance(p, Or):
+        return Or(_index_part(p.a), _index_part(p.b))
+    return p
+
+
+# ----------------------------------------------------------------------------- pair elimination
+
+
+def pair_eliminate(e: Expr) -> Expr:
+    """Split pair-valued bindings and cancel projections (§5.2); the program is let-lifted first."""
+    bindings, core = bindings_of(let_lift(e))
+    out: list[Binding] = []
+    renamed: list[tuple[str, Expr]] = []
+    for name, value in bindings:
+        for old, repl in renamed:
+            value = substitute_var(value, old, repl)
+        value = _push_pairs(value)
+        if isinstance(value.type, PairType):
+            parts = _split(name, value, out)
+            renamed.append((name, parts))
+        else:
+            out.append((name, value))
+    for old, repl in renamed:
+        core = substitute_var(core, old, repl)
+    return let_chain(out, _push_pairs(core))
+
+
+def _split(name: str, value: Expr, out: list[Binding]) -> Expr:
+    """Bind the leaves of a pair-valued ``value`` separately; return the pair of their variables."""
+    if not isinstance(value.type, PairType):
+        new = fresh(name)
+        out.append((new, value))
+        return Var(new, value.type)
+    return Pair(_split(name, _push_pairs(Proj(0, value)), out), _split(name, _push_pairs(Proj(1, value)), out))
+
+
+def _push_pairs(e: Expr) -> Expr:
+    """Distribute ⊞, reads and brackets over pairs and cancel ``π(a, b)`` (bottom-up)."""
+    if not e.children and not isinstance(e, Bracket):
+        return e
+    if isinstance(e, Bracket):
+        pred = map_pred(e.pred, lambda c: c, _push_pairs)
+        body = _push_pairs(e.body)
+        if isinstance(body, Pair):
+            return Pair(_push_pairs(Bracket(pred, body.a)), _push_pairs(Bracket(pred, body.b)))
+        return Bracket(pred, body)
+    children = tuple(_push_pairs(c) for c in e.children)
+    e = e.rebuild(children)
+    if isinstance(e, Proj) and isinstance(e.arg, Pair):
+        return e.arg.a if e.which == 0 else e.arg.b
+    if isinstance(e, Gen) and isinstance(e.body, Pair):
+        return Pair(_push_pairs(Gen(e.index, e.extent, e.body.a)), _push_pairs(Gen(e.index, e.extent, e.body.b)))
+    if isinstance(e, Access) and isinstance(e.target, Pair):
+        return Pair(_push_pairs(Access(e.target.a, e.idx)), _push_pairs(Access(e.target.b, e.idx)))
+    if isinstance(e, Proj) and isinstance(e.arg, (Gen, Access, Bracket)):
+        inner = e.arg
+        if isinstance(inner, Gen):
+            return _push_pairs(Gen(inner.index, inner.extent, Proj(e.which, inner.body)))
+        if isinstance(inner, Access):
+            return _push_pairs(Access(Proj(e.which, inner.target), inner.idx))
+        return _push_pairs(Bracket(inner.pred, Proj(e.which, inner.body)))
+    return e
+
+
+# ----------------------------------------------------------------------------- gen push-out
+
+
+def gen_pushout(e: Expr) -> Expr:
+    """Substitute reads of generated tensors and move brackets inside ⊞ (§5.3), after pair elimination."""
+    bindings, core = bindings_of(pair_eliminate(e))
+    return let_chain([(n, _pushout(v)) for n, v in bindings], _pushout(core))
+
+
+def _pushout(e: Expr) -> Expr:
+    if isinstance(e, Bracket):
+        pred = map_pred(e.pred, lambda c: c, _pushout)
+        body = _pushout(e.body)
+        if isinstance(body, Gen):  # [p]·⊞_i b = ⊞_i [p]·b (i renamed if p mentions it)
+            i, inner = body.index, body.body
+            if i in pred_indices(pred):
+                new = fresh(i)
+                inner = substitute_indices(inner, {i: index(new)})
+                i = new
+            return Gen(i, body.extent, _pushout(Bracket(pred, inner)))
+        if isinstance(body, Pair):
+            return Pair(_pushout(Bracket(pred, body.a)), _pushout(Bracket(pred, body.b)))
+        return Bracket(pred, body)
+    if isinstance(e, Access):
+        target = _pushout(e.target)
+        if isinstance(target, Gen):  # (⊞_i b)[a] = b[i := a]
+            return _pushout(substitute_indices(target.body, {target.index: e.idx}))
+        if isinstance(target, Bracket):
+            return _pushout(Bracket(target.pred, Access(target.body, e.idx)))
+        return Access(target, e.idx)
+    if not e.children:
+        return e
+    return e.rebuild(tuple(_pushout(c) for c in e.children))
+
+
+# ----------------------------------------------------------------------------- tensor SSA
+
+
+@dataclass
+class _SSA:
+    bindings: list[Binding] = field(default_factory=list)
+    memo: dict[tuple, str] = field(default_factory=dict)
+
+    def bind(self, value: Expr, base: str = "t") -> Var:
+        """Bind ``value`` once (structural memoization) and return its variable."""
+        key = value.key
+        name = self.memo.get(key)
+        if name is None:
+            name = fresh(base)
+            self.memo[key] = name
+            self.bindings.append((name, value))
+        return Var(name, value.type)
+
+
+Scope = tuple[tuple[str, int], ...]
+
+
+def _gen_over(scope: Scope, body: Expr) -> Expr:
+    for name, n in reversed(scope):
+        body = Gen(name, n, body)
+    return body
+
+
+def _read(var: Var, scope: Scope) -> Expr:
+    out: Expr = var
+    for name, _ in scope:
+        out = Access(out, index(name))
+    return out
+
+
+def _is_atom(e: Expr) -> bool:
+    while isinstance(e, Access):
+        e = e.target
+    return isinstance(e, (Var, Const))
+
+
+def _fresh_binder(i: str, n: int, body: Expr, scope: Scope) -> tuple[str, Expr]:
+    if any(name == i for name, _ in scope):
+        new = fresh(i)
+        return new, substitute_indices(body, {i: index(new)})
+    return i, body
+
+
+class _Converter:
+    def __init__(self, ssa: _SSA) -> None:
+        self.ssa = ssa
+
+    def atom(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+        """``e`` as an atom: itself when it is one, else a read of a new binding over ``scope``."""
+        if _is_atom(e):
+            return e
+        if isinstance(e, Bracket) and _is_atom(e.body) and not pred_children_exprs(e.pred):
+            return e
+        rhs = self.primitive(e, scope, guard)
+        if guard is not None:
+            rhs = Bracket(guard, rhs)
+        return _read(self.ssa.bind(_gen_over(scope, rhs)), scope)
+
+    def primitive(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+        """``e`` as one primitive whose operands are atoms (new bindings for compound operands)."""
+        if _is_atom(e):
+            return e
+        if isinstance(e, Add):
+            return Add(self.addend(e.a, scope, guard), self.addend(e.b, scope, guard))
+        if isinstance(e, Mul):
+            return Mul(self.atom(e.a, scope, guard), self.atom(e.b, scope, guard))
+        if isinstance(e, Func):
+            return Func(e.name, self.atom(e.arg, scope, guard))
+        if isinstance(e, Bracket):
+            pred = self.predicate(e.pred, scope, guard)
+            return Bracket(pred, self.primitive(e.body, scope, _and(guard, pred)))
+        if isinstance(e, Sum):
+            return self.contraction(e, scope, guard)
+        raise AssertionError(f"not in gen-pushout form: {type(e).__name__}")  # pragma: no cover
+
+    def addend(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+        # keep the tree of additions and the brackets immediately under them (the cost model sees them)
+        if isinstance(e, Add):
+            return Add(self.addend(e.a, scope, guard), self.addend(e.b, scope, guard))
+        if isinstance(e, Bracket):
+            pred = self.predicate(e.pred, scope, guard)
+            return Bracket(pred, self.addend(e.body, scope, _and(guard, pred)))
+        return self.atom(e, scope, guard)
+
+    def predicate(self, p: Pred, scope: Scope, guard: Pred | None) -> Pred:
+        return map_pred(p, lambda c: c, lambda x: self.atom(x, scope, guard))
+
+    def contraction(self, e: Sum, scope: Scope, guard: Pred | None) -> Expr:
+        binders: list[tuple[str, int]] = []
+        inner: Expr = e
+        inner_scope = scope
+        while isinstance(inner, Sum):
+            name, body = _fresh_binder(inner.index, inner.extent, inner.body, inner_scope)
+            binders.append((name, inner.extent))
+            inner_scope = inner_scope + ((name, inner.extent),)
+            inner = body
+        pred: Pred | None = None
+        if isinstance(inner, Bracket):
+            pred = self.predicate(inner.pred, inner_scope, guard)
+            inner = inner.body
+        g = _and(guard, pred)
+        if isinstance(inner, Mul):
+            term: Expr = Mul(self.atom(inner.a, inner_scope, g), self.atom(inner.b, inner_scope, g))
+        else:
+            term = self.atom(inner, inner_scope, g)
+        if pred is not None:
+            term = Bracket(pred, term)
+        for name, n in reversed(binders):
+            term = Sum(name, n, term)
+        return term
+
+    def binding(self, value: Expr, base: str) -> Expr:
+        """Convert a binding value or output (gens outermost after push-out); return its atom."""
+        if isinstance(value, Pair):
+            return Pair(self.binding(value.a, base), self.binding(value.b, base))
+        scope: Scope = ()
+        body = value
+        while isinstance(body, Gen):
+            name, inner = _fresh_binder(body.index, body.extent, body.body, scope)
+            scope = scope + ((name, body.extent),)
+            body = inner
+        if _is_atom(value):
+            return value
+        if isinstance(body.type, PairType) or body.type != ():  # pragma: no cover - push-out guarantees scalars
+            raise AssertionError("gen push-out left a tensor under a scalar context")
+        rhs = self.primitive(body, scope, None)
+        return self.ssa.bind(_gen_over(scope, rhs), base)
+
+
+def _and(a: Pred | None, b: Pred | None) -> Pred | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return And(a, b)
+
+
+def tensor_ssa(e: Expr) -> Expr:
+    """Convert to tensor SSA form (§5.4): every binding one primitive over atoms, bound once."""
+    pending, core = bindings_of(gen_pushout(e))
+    conv = _Converter(_SSA())
+    while pending:
+        (name, value), pending = pending[0], pending[1:]
+        atom = conv.binding(value, "t")
+        pending = [(n, substitute_var(v, name, atom)) for n, v in pending]
+        core = substitute_var(core, name, atom)
+    out = conv.binding(core, "t")
+    return let_chain(conv.ssa.bindings, out)
+
+
+def normalize(e: Expr) -> Expr:
+    """All four passes: let-lifting, pair elimination, gen push-out, tensor SSA (§5)."""
+    return tensor_ssa(e)
+

@@ -1,0 +1,454 @@
+"""Algebraic simplification of programs (paper 001 §2 and §6, ATL's bracket reasoning).
+
+:func:`simplify` rewrites bottom-up, and no rule increases
+:func:`~jacacc.iverson.cost`:
+
+* **sums removed through bracket equalities**: ``Σ_i [i = e ∧ q]·b`` becomes
+  ``[0 ≤ e < n ∧ q]·b[i := e]`` when ``i`` has coefficient ±1 in the equality —
+  directly nested sums are one composite sum, so any of their indices can be
+  the one removed; a bracket just outside a sum is moved in first when that
+  lets the sum go;
+* **brackets merged and decided**: ``[p]·[q]·e = [p ∧ q]·e``; a comparison
+  implied by the binders' ranges and the enclosing brackets is dropped, one
+  they contradict makes the bracket false (exact integer reasoning,
+  :mod:`jacacc.intlin`);
+* **zeros and empty ranges dropped**: ``[false]·e = 0``, ``0 + e = e``,
+  ``0 · e = 0``, ``Σ_i 0 = 0``, a sum whose bracket no index satisfies is 0;
+* **constant folding**: ``2 · 3 = 6``, ``1 · e = e``, ``exp(0) = 1``;
+  ``Σ_i e`` with ``e`` free of ``i`` is ``n · e``;
+* reads of generated tensors substituted (``(⊞_i b)[a] = b[i := a]``), unused
+  ``let`` bindings and aliases ``let x = y`` removed.
+
+Examples
+--------
+>>> import jacacc.iverson as iv
+>>> x, w = iv.var("x", (8,)), iv.var("w", (3,)); i, j, k = iv.index("i"), iv.index("j"), iv.index("k")
+>>> e = iv.gen(j, 8, iv.sum(i, 6, iv.sum(k, 3, iv.bracket(i + k == j) * w[k])))
+>>> print(simplify(e))
+⊞_{j<8} Σ_{k<3} [j - k ≥ 0 ∧ j - k ≤ 5]·w[k]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from jacacc.intlin import integer_feasible
+from jacacc.iverson.check import check, form_of
+from jacacc.iverson.interpret import COMPARE
+from jacacc.iverson.syntax import (
+    FUNCTIONS,
+    Access,
+    Add,
+    Affine,
+    And,
+    BoolConst,
+    Bracket,
+    Cmp,
+    Const,
+    DataCmp,
+    Expr,
+    Func,
+    Gen,
+    Let,
+    Mul,
+    Or,
+    Pair,
+    PairType,
+    Pred,
+    Proj,
+    Sum,
+    Type,
+    Var,
+    fresh,
+    has_data_atoms,
+    index,
+    map_pred,
+    pred_indices,
+    substitute_indices,
+    substitute_var,
+)
+
+__all__ = ["is_zero", "simplify", "zero_of"]
+
+
+def zero_of(t: Type) -> Expr:
+    """The zero program of type ``t``: ``0``, ``⊞…⊞ 0`` or a pair of zeros."""
+    if isinstance(t, PairType):
+        return Pair(zero_of(t.fst), zero_of(t.snd))
+    out: Expr = Const(0.0)
+    for k, n in enumerate(reversed(t)):
+        out = Gen(f"z{len(t) - 1 - k}", n, out)
+    return out
+
+
+def is_zero(e: Expr) -> bool:
+    """Whether ``e`` is syntactically a zero (``0``, ``⊞ 0``, ``[p]·0``, a pair of zeros)."""
+    if isinstance(e, Const):
+        return e.value == 0.0
+    if isinstance(e, (Gen, Bracket)):
+        return is_zero(e.body)
+    if isinstance(e, Pair):
+        return is_zero(e.a) and is_zero(e.b)
+    return False
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    binders: tuple[tuple[str, int], ...] = ()
+    known: tuple[Cmp, ...] = ()  # comparisons the enclosing brackets guarantee
+
+    def bind(self, name: str, n: int) -> _Ctx:
+        return _Ctx(self.binders + ((name, n),), self.known)
+
+    def assume(self, atoms: tuple[Cmp, ...]) -> _Ctx:
+        return _Ctx(self.binders, self.known + atoms)
+
+    def bound(self, name: str) -> bool:
+        return any(b == name for b, _ in self.binders)
+
+
+def simplify(e: Expr) -> Expr:
+    """Simplify a program (see the module docstring); values are preserved, cost never grows."""
+    check(e)
+    out = _simp(e, _Ctx())
+    return _simp(out, _Ctx()) if out.key != e.key else out
+
+
+# ----------------------------------------------------------------------------- predicates
+
+
+def _conjuncts(p: Pred) -> list[Pred]:
+    if isinstance(p, And):
+        return _conjuncts(p.a) + _conjuncts(p.b)
+    if isinstance(p, BoolConst) and p.value:
+        return []
+    return [p]
+
+
+def _conjoin(atoms: list[Pred]) -> Pred:
+    if not atoms:
+        return BoolConst(True)
+    out = atoms[0]
+    for a in atoms[1:]:
+        out = And(out, a)
+    return out
+
+
+def _constraints(atoms: tuple[Cmp, ...] | list[Cmp]) -> tuple[list, list]:
+    ineqs, eqs = [], []
+    for c in atoms:
+        rel, a = c.normal()
+        (eqs if rel == "==" else ineqs).append(form_of(a))
+    return ineqs, eqs
+
+
+@functools.lru_cache(maxsize=100_000)
+def _feasible(key: tuple) -> bool:
+    ineqs, eqs, box = key
+    return integer_feasible([(dict(c), k) for c, k in ineqs], [(dict(c), k) for c, k in eqs], dict(box))
+
+
+def _satisfiable(atoms: list[Cmp], ctx: _Ctx) -> bool:
+    """Whether the comparisons can hold together with the context (exact over the integers)."""
+    ineqs, eqs = _constraints(list(ctx.known) + atoms)
+    names = {v for c, _ in ineqs + eqs for v in c}
+    ranges = dict(ctx.binders)
+    if names - set(ranges):  # an index the context does not bound: cannot decide, assume it can
+        return True
+    box = tuple(sorted((v, (0, ranges[v] - 1)) for v in names))
+    freeze = lambda fs: tuple((tuple(sorted(c.items())), k) for c, k in fs)  # noqa: E731
+    return _feasible((freeze(ineqs), freeze(eqs), box))
+
+
+def _negations(c: Cmp) -> list[Cmp]:
+    """Comparisons whose disjunction is ¬c."""
+    rel, a = c.normal()
+    if rel == ">=":
+        return [Cmp("<", a, Affine())]
+    return [Cmp(">", a, Affine()), Cmp("<", a, Affine())]
+
+
+def _decide(c: Cmp, ctx: _Ctx) -> bool | None:
+    """True / False when the context decides ``c``, else None."""
+    rel, a = c.normal()
+    if a.is_constant:
+        return bool(a.const == 0) if rel == "==" else bool(a.const >= 0)
+    if not _satisfiable([c], ctx):
+        return False
+    if not any(_satisfiable([n], ctx) for n in _negations(c)):
+        return True
+    return None
+
+
+def _simp_pred(p: Pred, ctx: _Ctx) -> Pred:
+    if isinstance(p, Cmp):
+        decided = _decide(p, ctx)
+        return p if decided is None else BoolConst(decided)
+    if isinstance(p, DataCmp):
+        lhs, rhs = _simp(p.lhs, ctx), _simp(p.rhs, ctx)
+        if isinstance(lhs, Const) and isinstance(rhs, Const):
+            return BoolConst(bool(COMPARE[p.op](lhs.value, rhs.value)))
+        return DataCmp(p.op, lhs, rhs)
+    if isinstance(p, And):
+        atoms: list[Pred] = []
+        for part in _conjuncts(p):
+            q = _simp_pred(part, ctx.assume(tuple(a for a in atoms if isinstance(a, Cmp))))
+            if isinstance(q, BoolConst):
+                if not q.value:
+                    return q
+                continue
+            atoms.extend(_conjuncts(q))
+        cmps = [a for a in atoms if isinstance(a, Cmp)]
+        if cmps and not _satisfiable(cmps, ctx):
+            return BoolConst(False)
+        return _conjoin(_dedupe(atoms))
+    if isinstance(p, Or):
+        a, b = _simp_pred(p.a, ctx), _simp_pred(p.b, ctx)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, BoolConst):
+                return x if x.value else y
+        return Or(a, b)
+    return p
+
+
+def _dedupe(atoms: list[Pred]) -> list[Pred]:
+    seen: set = set()
+    out = []
+    for a in atoms:
+        if a.key not in seen:
+            seen.add(a.key)
+            out.append(a)
+    return out
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+def _rename(i: str, body: Expr, ctx: _Ctx) -> tuple[str, Expr]:
+    if ctx.bound(i):
+        new = fresh(i)
+        return new, substitute_indices(body, {i: index(new)})
+    return i, body
+
+
+def _times(a: Expr, b: Expr) -> Expr:
+    """``a · b`` folded: constants multiplied, units and zeros dropped, brackets hoisted."""
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(a.value * b.value)
+    if isinstance(b, Const) and not isinstance(a, Const):
+        a, b = b, a
+    if isinstance(a, Const):
+        if a.value == 0.0:
+            return Const(0.0)
+        if a.value == 1.0:
+            return b
+        if isinstance(b, Mul) and isinstance(b.a, Const):
+            return _times(Const(a.value * b.a.value), b.b)
+        if isinstance(b, Bracket):
+            return Bracket(b.pred, _times(a, b.body))
+    if is_zero(a) or is_zero(b):
+        return Const(0.0)
+    return a * b  # the operator hoists brackets out of products
+
+
+def _plus(a: Expr, b: Expr) -> Expr:
+    if is_zero(a):
+        return b
+    if is_zero(b):
+        return a
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(a.value + b.value)
+    if isinstance(a, Bracket) and isinstance(b, Bracket) and a.pred.key == b.pred.key:
+        return Bracket(a.pred, _plus(a.body, b.body))
+    return Add(a, b)
+
+
+def _guard(pred: Pred, body: Expr) -> Expr:
+    if isinstance(pred, BoolConst):
+        return body if pred.value else zero_of(body.type)
+    if is_zero(body):
+        return zero_of(body.type)
+    if isinstance(body, Bracket):
+        return Bracket(_conjoin(_dedupe(_conjuncts(pred) + _conjuncts(body.pred))), body.body)
+    return Bracket(pred, body)
+
+
+def _simp(e: Expr, ctx: _Ctx) -> Expr:
+    if isinstance(e, (Var, Const)):
+        return e
+    if isinstance(e, Add):
+        return _plus(_simp(e.a, ctx), _simp(e.b, ctx))
+    if isinstance(e, Mul):
+        return _times(_simp(e.a, ctx), _simp(e.b, ctx))
+    if isinstance(e, Func):
+        arg = _simp(e.arg, ctx)
+        if isinstance(arg, Const):
+            with np.errstate(all="ignore"):
+                value = float(FUNCTIONS[e.name](arg.value))
+            if np.isfinite(value):
+                return Const(value)
+        return Func(e.name, arg)
+    if isinstance(e, Access):
+        target = _simp(e.target, ctx)
+        if isinstance(target, Gen):
+            return _simp(substitute_indices(target.body, {target.index: e.idx}), ctx)
+        if isinstance(target, Bracket):
+            return _simp(Bracket(target.pred, Access(target.body, e.idx)), ctx)
+        if isinstance(target, Pair):
+            return _simp(Pair(Access(target.a, e.idx), Access(target.b, e.idx)), ctx)
+        return Access(target, e.idx)
+    if isinstance(e, Bracket):
+        return _simp_bracket(e, ctx)
+    if isinstance(e, Gen):
+        i, body = _rename(e.index, e.body, ctx)
+        return Gen(i, e.extent, _simp(body, ctx.bind(i, e.extent)))
+    if isinstance(e, Sum):
+        return _simp_sum(e, ctx)
+    if isinstance(e, Let):
+        value = _simp(e.value, ctx)
+        if _is_copy(value):  # an alias, a constant or a (bracketed) copy: read it in place, fold what follows
+            return _simp(substitute_var(e.body, e.name, value), ctx)
+        body = _simp(e.body, ctx)
+        if e.name not in body.free_vars:
+            return body
+        return Let(e.name, value, body)
+    if isinstance(e, Pair):
+        return Pair(_simp(e.a, ctx), _simp(e.b, ctx))
+    if isinstance(e, Proj):
+        arg = _simp(e.arg, ctx)
+        if isinstance(arg, Pair):
+            return arg.a if e.which == 0 else arg.b
+        return Proj(e.which, arg)
+    raise TypeError(f"cannot simplify {type(e).__name__}")  # pragma: no cover
+
+
+def _is_copy(value: Expr) -> bool:
+    """Whether ``value`` computes nothing: ``⊞…⊞`` over a constant or a read, possibly under index
+    brackets.  Reading it in place costs nothing and lets constants fold where it is used."""
+    while isinstance(value, Gen):
+        value = value.body
+    while isinstance(value, Bracket) and not has_data_atoms(value.pred):
+        value = value.body
+    while isinstance(value, Access):
+        value = value.target
+    return isinstance(value, (Var, Const))
+
+
+def _simp_bracket(e: Bracket, ctx: _Ctx) -> Expr:
+    pred = _simp_pred(e.pred, ctx)
+    if isinstance(pred, BoolConst):
+        return _simp(e.body, ctx) if pred.value else zero_of(e.type)
+    atoms = tuple(a for a in _conjuncts(pred) if isinstance(a, Cmp))
+    body = _simp(e.body, ctx.assume(atoms))
+    if isinstance(body, Sum) and not (pred_indices(pred) & _sum_names(body)):
+        # a bracket outside a sum may pin one of its indices once inside
+        moved = _simp_sum(_push_into_sum(pred, body), ctx, require_elimination=True)
+        if moved is not None:
+            return moved
+    return _guard(pred, body)
+
+
+def _sum_names(e: Expr) -> set[str]:
+    names = set()
+    while isinstance(e, Sum):
+        names.add(e.index)
+        e = e.body
+    return names
+
+
+def _push_into_sum(pred: Pred, e: Expr) -> Expr:
+    if isinstance(e, Sum):
+        return Sum(e.index, e.extent, _push_into_sum(pred, e.body))
+    return _guard(pred, e)
+
+
+def _simp_sum(e: Sum, ctx: _Ctx, require_elimination: bool = False) -> Expr | None:
+    binders: list[tuple[str, int]] = []
+    inner: Expr = e
+    inner_ctx = ctx
+    while isinstance(inner, Sum):
+        i, body = _rename(inner.index, inner.body, inner_ctx)
+        binders.append((i, inner.extent))
+        inner_ctx = inner_ctx.bind(i, inner.extent)
+        inner = body
+    inner = _simp(inner, inner_ctx)
+    eliminated = False
+    while True:
+        step = _eliminate_one(binders, inner)
+        if step is None:
+            break
+        binders, inner = step
+        eliminated = True
+        inner_ctx = ctx
+        for i, n in binders:
+            inner_ctx = inner_ctx.bind(i, n)
+        inner = _simp(inner, inner_ctx)
+    if require_elimination and not eliminated:
+        return None
+    if is_zero(inner):
+        return Const(0.0)
+    # indices the body does not read: Σ_i e = n·e (n - 1 additions become one multiplication)
+    factor = 1
+    kept = []
+    for i, n in binders:
+        if i in inner.free_indices:
+            kept.append((i, n))
+        else:
+            factor *= n
+    out = inner if factor == 1 else _times(Const(float(factor)), inner)
+    names = {i for i, _ in kept}
+    # Σ_K a·b(K) = a·Σ_K b(K) when a reads no summation index: one multiplication instead of |K|
+    if kept and isinstance(out, Mul):
+        for a, b in ((out.a, out.b), (out.b, out.a)):
+            if not (a.free_indices & names):
+                rest = b
+                for i, n in reversed(kept):
+                    rest = Sum(i, n, rest)
+                return _times(a, _simp_sum(rest, ctx))
+    # comparisons that no remaining summation index appears in guard the whole sum
+    outside: list[Pred] = []
+    if kept and isinstance(out, Bracket):
+        atoms = _conjuncts(out.pred)
+        outside = [a for a in atoms if not (pred_indices(a) & names)]
+        if outside:
+            inside = [a for a in atoms if pred_indices(a) & names]
+            out = _guard(_conjoin(inside), out.body) if inside else out.body
+    for i, n in reversed(kept):
+        out = Sum(i, n, out)
+    return _guard(_conjoin(outside), out) if outside else out
+
+
+def _eliminate_one(binders: list[tuple[str, int]], inner: Expr) -> tuple[list[tuple[str, int]], Expr] | None:
+    """Remove one summation index pinned by a unit-coefficient equality of the inner bracket."""
+    if not isinstance(inner, Bracket):
+        return None
+    atoms = _conjuncts(inner.pred)
+    for pos, atom in enumerate(atoms):
+        if not isinstance(atom, Cmp):
+            continue
+        rel, a = atom.normal()
+        if rel != "==":
+            continue
+        for k, (i, n) in enumerate(binders):
+            c = a.coeff(i)
+            if c not in (1, -1):
+                continue
+            # c·i + rest = 0  ⇒  i = -rest / c
+            value = (-a.without(i)) * c
+            rest_atoms = atoms[:pos] + atoms[pos + 1:]
+            mapping: Mapping[str, Affine] = {i: value}
+            new_atoms = [_sub_pred(x, mapping) for x in rest_atoms] + [value >= 0, value <= n - 1]
+            body = substitute_indices(inner.body, mapping)
+            new_binders = binders[:k] + binders[k + 1:]
+            return new_binders, _guard(_conjoin(new_atoms), body)
+    return None
+
+
+def _sub_pred(p: Pred, mapping: Mapping[str, Affine]) -> Pred:
+    return map_pred(p, lambda c: Cmp(c.op, c.lhs.substitute(mapping), c.rhs.substitute(mapping)),
+                    lambda x: substitute_indices(x, mapping))
+
