@@ -28,8 +28,8 @@ Examples
 --------
 >>> import numpy as np, jacacc.iverson as iv
 >>> A = iv.var("A", (4, 4)); i = iv.index("i")
->>> print(grad(iv.sum(i, 4, A[i, i]), A))  # doctest: +ELLIPSIS
-⊞_{i'...<4} ⊞_{j'...<4} [i'... = j'...]
+>>> print(grad(iv.sum(i, 4, A[i, i]), A))          # the gradient of trace is diag
+⊞_{i<4} ⊞_{j<4} [i = j]
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Examples
 >>> x, w = iv.var("x", (8,)), iv.var("w", (3,)); i, j, k = iv.index("i"), iv.index("j"), iv.index("k")
 >>> e = iv.gen(j, 8, iv.sum(i, 6, iv.sum(k, 3, iv.bracket(i + k == j) * w[k])))
 >>> print(simplify(e))
-⊞_{j<8} Σ_{k<3} [j - k ≥ 0 ∧ j - k ≤ 5]·w[k]
+⊞_{i<8} Σ_{j<3} [i - j ≥ 0 ∧ i - j ≤ 5]·w[j]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import numpy as np
 
 from jacacc.intlin import integer_feasible
 from jacacc.iverson.check import check, form_of
+from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.interpret import COMPARE
 from jacacc.iverson.syntax import (
     FUNCTIONS,
@@ -115,7 +116,71 @@ def simplify(e: Expr) -> Expr:
     """Simplify a program (see the module docstring); values are preserved, cost never grows."""
     check(e)
     out = _simp(e, _Ctx())
-    return _simp(out, _Ctx()) if out.key != e.key else out
+    out = hoist_invariants(out)
+    if out.key != e.key:
+        out = _simp(out, _Ctx())
+    return canonical_indices(out)
+
+
+def hoist_invariants(e: Expr) -> Expr:
+    """Bind each computation inside ⊞/Σ that reads none of their indices once, outside them.
+
+    Loop-invariant code motion: ``⊞_i [p]·(a_i · Σ_j x[j])`` computes the sum once
+    instead of ``n`` times.  Never increases cost: the hoisted value was computed
+    at least once (its guards are satisfiable after simplification).
+    """
+    if isinstance(e, (Gen, Sum)):
+        found: dict[tuple, tuple[str, Expr]] = {}
+        body = _replace_invariants(e.body, found, frozenset())
+        if not found:
+            return e
+        out: Expr = type(e)(e.index, e.extent, body)
+        for name, value in reversed(list(found.values())):
+            out = Let(name, hoist_invariants(value), out)
+        return out
+    if isinstance(e, Bracket):
+        pred = map_pred(e.pred, lambda c: c, hoist_invariants)
+        return Bracket(pred, hoist_invariants(e.body))
+    if not e.children:
+        return e
+    return e.rebuild(tuple(hoist_invariants(c) for c in e.children))
+
+
+def _replace_invariants(e: Expr, found: dict[tuple, tuple[str, Expr]], inner_lets: frozenset[str]) -> Expr:
+    if (not e.free_indices and has_arithmetic(e) and not (set(e.free_vars) & inner_lets)
+            and not isinstance(e, (Var, Const))):
+        key = e.key
+        if key not in found:
+            found[key] = (fresh("h"), e)
+        return Var(found[key][0], e.type)
+    if isinstance(e, Let):
+        value = _replace_invariants(e.value, found, inner_lets)
+        return Let(e.name, value, _replace_invariants(e.body, found, inner_lets | {e.name}))
+    if isinstance(e, Bracket):
+        pred = map_pred(e.pred, lambda c: c, lambda x: _replace_invariants(x, found, inner_lets))
+        return Bracket(pred, _replace_invariants(e.body, found, inner_lets))
+    if not e.children:
+        return e
+    return e.rebuild(tuple(_replace_invariants(c, found, inner_lets) for c in e.children))
+
+
+INDEX_NAMES = ("i", "j", "k", "l", "m", "p", "q", "r", "s", "u", "v", "w")
+
+
+def canonical_indices(e: Expr, outer: tuple[str, ...] = ()) -> Expr:
+    """Rename ⊞/Σ binders to ``i, j, k, …`` by nesting depth (§5.4's canonical naming), never to a
+    name an enclosing binder uses."""
+    if isinstance(e, (Gen, Sum)):
+        taken = set(outer) | (e.body.free_indices - {e.index})
+        name = next((n for n in INDEX_NAMES if n not in taken), None) or fresh("i")
+        body = substitute_indices(e.body, {e.index: index(name)}) if name != e.index else e.body
+        return type(e)(name, e.extent, canonical_indices(body, outer + (name,)))
+    if isinstance(e, Bracket):
+        pred = map_pred(e.pred, lambda c: c, lambda x: canonical_indices(x, outer))
+        return Bracket(pred, canonical_indices(e.body, outer))
+    if not e.children:
+        return e
+    return e.rebuild(tuple(canonical_indices(c, outer) for c in e.children))
 
 
 # ----------------------------------------------------------------------------- predicates
@@ -310,6 +375,8 @@ def _simp(e: Expr, ctx: _Ctx) -> Expr:
         return _simp_sum(e, ctx)
     if isinstance(e, Let):
         value = _simp(e.value, ctx)
+        if isinstance(value, Let):  # let x = (let h = v in b) in c  ⇒  let h = v in let x = b in c
+            return _simp(Let(value.name, value.value, Let(e.name, value.body, e.body)), ctx)
         if _is_copy(value):  # an alias, a constant or a (bracketed) copy: read it in place, fold what follows
             return _simp(substitute_var(e.body, e.name, value), ctx)
         body = _simp(e.body, ctx)
