@@ -6,8 +6,10 @@
 * **sums removed through bracket equalities**: ``Σ_i [i = e ∧ q]·b`` becomes
   ``[0 ≤ e < n ∧ q]·b[i := e]`` when ``i`` has coefficient ±1 in the equality —
   directly nested sums are one composite sum, so any of their indices can be
-  the one removed; a bracket just outside a sum is moved in first when that
-  lets the sum go;
+  the one removed; comparisons that mention no remaining summation index move
+  out of the sum (``Σ_i [p]·e = [p]·Σ_i e``), and ``Σ_K a·b(K) = a·Σ_K b(K)``;
+* **loop-invariant code motion**: a computation inside ⊞/Σ that reads none of
+  their indices is bound once outside them;
 * **brackets merged and decided**: ``[p]·[q]·e = [p ∧ q]·e``; a comparison
   implied by the binders' ranges and the enclosing brackets is dropped, one
   they contradict makes the bracket false (exact integer reasoning,
@@ -411,29 +413,10 @@ def _simp_bracket(e: Bracket, ctx: _Ctx) -> Expr:
         return _simp(e.body, ctx) if pred.value else zero_of(e.type)
     atoms = tuple(a for a in _conjuncts(pred) if isinstance(a, Cmp))
     body = _simp(e.body, ctx.assume(atoms))
-    if isinstance(body, Sum) and not (pred_indices(pred) & _sum_names(body)):
-        # a bracket outside a sum may pin one of its indices once inside
-        moved = _simp_sum(_push_into_sum(pred, body), ctx, require_elimination=True)
-        if moved is not None:
-            return moved
     return _guard(pred, body)
 
 
-def _sum_names(e: Expr) -> set[str]:
-    names = set()
-    while isinstance(e, Sum):
-        names.add(e.index)
-        e = e.body
-    return names
-
-
-def _push_into_sum(pred: Pred, e: Expr) -> Expr:
-    if isinstance(e, Sum):
-        return Sum(e.index, e.extent, _push_into_sum(pred, e.body))
-    return _guard(pred, e)
-
-
-def _simp_sum(e: Sum, ctx: _Ctx, require_elimination: bool = False) -> Expr | None:
+def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
     binders: list[tuple[str, int]] = []
     inner: Expr = e
     inner_ctx = ctx
@@ -443,19 +426,15 @@ def _simp_sum(e: Sum, ctx: _Ctx, require_elimination: bool = False) -> Expr | No
         inner_ctx = inner_ctx.bind(i, inner.extent)
         inner = body
     inner = _simp(inner, inner_ctx)
-    eliminated = False
     while True:
         step = _eliminate_one(binders, inner)
         if step is None:
             break
         binders, inner = step
-        eliminated = True
         inner_ctx = ctx
         for i, n in binders:
             inner_ctx = inner_ctx.bind(i, n)
         inner = _simp(inner, inner_ctx)
-    if require_elimination and not eliminated:
-        return None
     if is_zero(inner):
         return Const(0.0)
     # indices the body does not read: Σ_i e = n·e (n - 1 additions become one multiplication)
