@@ -45,6 +45,7 @@ from jacacc.iverson.syntax import (
     Type,
     fresh,
     index,
+    index_part,
     leading_extent,
     pred_children_exprs,
     substitute_indices,
@@ -137,8 +138,10 @@ def _walk(e: Expr, ctx: _Context, cache: dict) -> None:
         _walk(body, inner, cache)
         return
     if isinstance(e, Bracket):
+        # a bracket's data comparisons are evaluated only where its index comparisons hold
+        guarded = _Context(ctx.binders, ctx.guards + [index_part(e.pred)], ctx.where)
         for operand in pred_children_exprs(e.pred):
-            _walk(operand, ctx, cache)
+            _walk(operand, guarded, cache)
         _walk(e.body, _Context(ctx.binders, ctx.guards + [e.pred], ctx.where), cache)
         return
     if isinstance(e, Access):

@@ -64,6 +64,7 @@ from jacacc.iverson.syntax import (
     Sum,
     Type,
     Var,
+    has_data_atoms,
     pred_children_exprs,
     type_text,
 )
@@ -125,20 +126,25 @@ class _Interpreter:
             return bool(COMPARE[p.op](p.lhs.value(ienv), p.rhs.value(ienv)))
         if isinstance(p, DataCmp):
             return bool(COMPARE[p.op](self.eval(p.lhs, ienv, venv), self.eval(p.rhs, ienv, venv)))
-        if isinstance(p, And):
-            return self.truth(p.a, ienv, venv) and self.truth(p.b, ienv, venv)
-        if isinstance(p, Or):
-            return self.truth(p.a, ienv, venv) or self.truth(p.b, ienv, venv)
+        if isinstance(p, (And, Or)):
+            # the side without data comparisons first: it may make reading the other's data unnecessary
+            first, second = (p.b, p.a) if has_data_atoms(p.a) and not has_data_atoms(p.b) else (p.a, p.b)
+            if isinstance(p, And):
+                return self.truth(first, ienv, venv) and self.truth(second, ienv, venv)
+            return self.truth(first, ienv, venv) or self.truth(second, ienv, venv)
         assert isinstance(p, BoolConst)
         return p.value
 
     def guard(self, p: Pred, ienv: Mapping[str, int], venv: Mapping[str, Any]) -> tuple[bool, bool]:
-        """(counted, holds): whether the cost model treats ``p`` as true, and whether it is."""
+        """(counted, holds): whether the cost model treats ``p`` as true, and whether it is.
+
+        Data comparisons are evaluated only where the index comparisons allow ``p``
+        (:func:`~jacacc.iverson.syntax.index_part`), so they may read what those guard."""
+        if not cost_truth(p, ienv):
+            return False, False
         if self.counts is None:
             holds = self.truth(p, ienv, venv)
             return holds, holds
-        if not cost_truth(p, ienv):
-            return False, False
         for operand in pred_children_exprs(p):  # the data the predicate compares is computed
             self.eval(operand, ienv, venv)
         saved, self.counts = self.counts, None  # the comparison itself is free

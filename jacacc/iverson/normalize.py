@@ -49,16 +49,13 @@ from jacacc.iverson.syntax import (
     Access,
     Add,
     And,
-    BoolConst,
     Bracket,
     Const,
-    DataCmp,
     Expr,
     Func,
     Gen,
     Let,
     Mul,
-    Or,
     Pair,
     PairType,
     Pred,
@@ -67,6 +64,7 @@ from jacacc.iverson.syntax import (
     Var,
     fresh,
     index,
+    index_part,
     map_pred,
     pred_children_exprs,
     pred_indices,
@@ -152,8 +150,8 @@ def _lift(e: Expr) -> tuple[list[Binding], Expr]:
             operands[id(x)] = cx
         pred = map_pred(e.pred, lambda c: c, lambda x: operands.get(id(x), x))
         # the predicate's data operands are computed where its index part holds (its cost-truth)
-        index_part = _index_part(e.pred)
-        ob, pred_core = _wrap_bindings(operand_bindings, Bracket(pred, Const(1.0)), lambda v: Bracket(index_part, v),
+        guard = index_part(e.pred)
+        ob, pred_core = _wrap_bindings(operand_bindings, Bracket(pred, Const(1.0)), lambda v: Bracket(guard, v),
                                        lambda var: var, lambda v: True)
         assert isinstance(pred_core, Bracket)
         bindings, body = _lift(e.body)
@@ -170,17 +168,6 @@ def _lift(e: Expr) -> tuple[list[Binding], Expr]:
         bindings += bc
         children.append(cc)
     return bindings, e.rebuild(tuple(children))
-
-
-def _index_part(p: Pred) -> Pred:
-    """``p`` with data comparisons replaced by *true* (what the cost model sees)."""
-    if isinstance(p, DataCmp):
-        return BoolConst(True)
-    if isinstance(p, And):
-        return And(_index_part(p.a), _index_part(p.b))
-    if isinstance(p, Or):
-        return Or(_index_part(p.a), _index_part(p.b))
-    return p
 
 
 # ----------------------------------------------------------------------------- pair elimination

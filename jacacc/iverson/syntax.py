@@ -483,6 +483,18 @@ def pred_indices(p: Pred) -> frozenset[str]:
     return frozenset()
 
 
+def index_part(p: Pred) -> Pred:
+    """``p`` with every data comparison replaced by *true*: what holds wherever ``p`` does, and
+    the guard under which ``p``'s data operands are evaluated."""
+    if isinstance(p, DataCmp):
+        return BoolConst(True)
+    if isinstance(p, And):
+        return And(index_part(p.a), index_part(p.b))
+    if isinstance(p, Or):
+        return Or(index_part(p.a), index_part(p.b))
+    return p
+
+
 def has_data_atoms(p: Pred) -> bool:
     if isinstance(p, DataCmp):
         return True
