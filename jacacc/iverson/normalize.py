@@ -392,8 +392,11 @@ class _Converter:
             body = inner
         if _is_atom(value):
             return value
-        if isinstance(body.type, PairType) or body.type != ():  # pragma: no cover - push-out guarantees scalars
-            raise AssertionError("gen push-out left a tensor under a scalar context")
+        while body.type != ():  # a whole tensor under ⊞ (⊞_i x): read it entry by entry
+            assert not isinstance(body.type, PairType), "pair elimination leaves no pairs under ⊞"
+            name = fresh("i")
+            scope = scope + ((name, body.type[0]),)
+            body = _pushout(Access(body, index(name)))
         rhs = self.primitive(body, scope, None)
         return self.ssa.bind(_gen_over(scope, rhs), base)
 

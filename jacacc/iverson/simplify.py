@@ -384,6 +384,8 @@ def _simp(e: Expr, ctx: _Ctx) -> Expr:
         body = _simp(e.body, ctx)
         if e.name not in body.free_vars:
             return body
+        if isinstance(body, Var):  # let x = v in x
+            return value
         return Let(e.name, value, body)
     if isinstance(e, Pair):
         return Pair(_simp(e.a, ctx), _simp(e.b, ctx))

@@ -513,7 +513,7 @@ FUNCTIONS: dict[str, Callable[[float], float]] = {
     "sqrt": np.sqrt,
     "tanh": np.tanh,
     "relu": lambda a: np.maximum(a, 0.0),
-    "recip": lambda a: 1.0 / a,
+    "recip": lambda a: np.divide(1.0, a),  # inf at 0 (under errstate), never a Python exception
 }
 
 
