@@ -29,6 +29,7 @@ array([[1., 0., 0.],
 """
 
 from jacacc.iverson.check import check
+from jacacc.iverson.codegen import compile
 from jacacc.iverson.cost import cost
 from jacacc.iverson.derive import adjoint, forward, grad
 from jacacc.iverson.interpret import count_operations, evaluate
@@ -57,7 +58,7 @@ from jacacc.iverson.syntax import (
 )
 
 __all__ = [
-    "Expr", "IvTypeError", "PairType", "adjoint", "bracket", "check", "const", "cos", "cost", "count_operations",
+    "Expr", "IvTypeError", "PairType", "adjoint", "bracket", "check", "compile", "const", "cos", "cost", "count_operations",
     "evaluate", "exp", "forward", "gen", "gen_pushout", "grad", "index", "let", "let_lift", "log", "normalize",
     "pair", "pair_eliminate", "relu", "same", "simplify", "sin", "sqrt", "sum", "tanh", "tensor_ssa", "var",
 ]

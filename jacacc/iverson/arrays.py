@@ -211,8 +211,11 @@ def _gather(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib
     positions = []
     for a, extent in zip(indices, shape, strict=False):
         value = _index_value(a, axes, lib)
-        if not isinstance(value, int):
-            value = lib.clip(value, 0, extent - 1)  # guarded reads: the bracket discards clipped values
+        # guarded reads (also constant ones, after substitution): the bracket discards clipped values
+        if isinstance(value, int):
+            value = min(max(value, 0), extent - 1)
+        else:
+            value = lib.clip(value, 0, extent - 1)
         positions.append(value)
     if all(isinstance(p, int) for p in positions):
         out = base[tuple(positions)]
