@@ -54,6 +54,7 @@ LAZY_SUBMODULES: tuple[str, ...] = (
     "bench",
     "cli",
     "demo",
+    "iverson",
     "linalg",
     "plot",
     "problems",

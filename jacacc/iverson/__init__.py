@@ -28,6 +28,7 @@ array([[1., 0., 0.],
 ({'add': 2, 'mul': 0, 'nonlinear': 0}, {'add': 0, 'mul': 0, 'nonlinear': 0})
 """
 
+from jacacc.iverson.bridge import Translation, einsum, from_tensor, print_tensor
 from jacacc.iverson.check import check
 from jacacc.iverson.codegen import compile
 from jacacc.iverson.cost import cost
@@ -48,6 +49,7 @@ from jacacc.iverson.syntax import (
     let,
     log,
     pair,
+    recip,
     relu,
     same,
     sin,
@@ -58,7 +60,7 @@ from jacacc.iverson.syntax import (
 )
 
 __all__ = [
-    "Expr", "IvTypeError", "PairType", "adjoint", "bracket", "check", "compile", "const", "cos", "cost", "count_operations",
-    "evaluate", "exp", "forward", "gen", "gen_pushout", "grad", "index", "let", "let_lift", "log", "normalize",
-    "pair", "pair_eliminate", "relu", "same", "simplify", "sin", "sqrt", "sum", "tanh", "tensor_ssa", "var",
+    "Expr", "IvTypeError", "PairType", "Translation", "adjoint", "bracket", "check", "compile", "const", "cos", "cost", "count_operations",
+    "einsum", "evaluate", "exp", "from_tensor", "forward", "gen", "gen_pushout", "grad", "index", "let", "let_lift", "log", "normalize",
+    "pair", "pair_eliminate", "print_tensor", "recip", "relu", "same", "simplify", "sin", "sqrt", "sum", "tanh", "tensor_ssa", "var",
 ]

@@ -183,6 +183,8 @@ def _scalar(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib
         return lib.functions[e.name](_scalar(e.arg, axes, env, lib))
     if isinstance(e, Bracket):
         mask = _pred(e.pred, axes, env, lib)
+        if isinstance(mask, bool):  # a constant predicate: no where (torch wants a tensor condition)
+            return _scalar(e.body, axes, env, lib) if mask else _scalar(Const(0.0), axes, env, lib)
         return lib.where(mask, _scalar(e.body, axes, env, lib), lib.asarray(0.0))
     if isinstance(e, Sum):
         inner = axes + [(e.index, e.extent)]
@@ -227,13 +229,17 @@ def _gather(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib
 def _pred(p: Pred, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Any:
     if isinstance(p, Cmp):
         lhs, rhs = _index_value(p.lhs, axes, lib), _index_value(p.rhs, axes, lib)
-        return _compare(p.op, lhs, rhs)
+        out = _compare(p.op, lhs, rhs)
+        return bool(out) if isinstance(lhs, int) and isinstance(rhs, int) else out
     if isinstance(p, DataCmp):
         return _compare(p.op, _scalar(p.lhs, axes, env, lib), _scalar(p.rhs, axes, env, lib))
-    if isinstance(p, And):
-        return lib.logical_and(_pred(p.a, axes, env, lib), _pred(p.b, axes, env, lib))
-    if isinstance(p, Or):
-        return lib.logical_or(_pred(p.a, axes, env, lib), _pred(p.b, axes, env, lib))
+    if isinstance(p, (And, Or)):
+        a, b = _pred(p.a, axes, env, lib), _pred(p.b, axes, env, lib)
+        conjunction = isinstance(p, And)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, bool):  # constant sides fold here (torch wants tensors in logical_and)
+                return (y if x else False) if conjunction else (True if x else y)
+        return lib.logical_and(a, b) if conjunction else lib.logical_or(a, b)
     assert isinstance(p, BoolConst)
     return p.value
 

@@ -55,6 +55,7 @@ from jacacc.iverson.syntax import (
     Affine,
     Const,
     Expr,
+    Func,
     IvTypeError,
     PairType,
     as_expr,
@@ -79,11 +80,13 @@ Shape = tuple[int, ...]
 # Index names are handed out in this order (the usual i, j, k first), then with numeric suffixes.
 _INDEX_NAMES = "ijklmnopqrstuvwxyzabcdefgh"
 
-# Scalar functions the iverson language has as black boxes, under the same name.
+# Scalar functions the iverson language has as black boxes, under the same name, and those
+# written with them (:func:`_scalar_function`).
 _DIRECT = {"exp", "log", "sqrt", "sin", "cos", "tanh", "relu"}
+_DERIVED = {"log1p", "reciprocal", "abs", "heaviside", "sign", "shift", "pow"}
 
-# Largest integer exponent written as a left-nested product x·x·…·x; larger ones are multiplied
-# as a balanced tree, so the program's depth (and the recursion of printing it) stays logarithmic.
+# Largest integer exponent written as a product x·x·…·x; larger ones square a scalar let, so that
+# x**1000 is a program of a dozen multiplications rather than a thousand.
 _CHAIN_POWER = 16
 
 
@@ -129,18 +132,26 @@ def _reader(e: Expr) -> _Lazy:
 
 
 def _product(factors: Sequence[Expr]) -> Expr:
-    """``f1 · f2 · …``: unit factors dropped, a zero factor zeroes the product.  Iverson's ``*``
-    moves bracket factors outwards (``[i = j]·(…)``), so a false δ skips the rest."""
-    kept: list[Expr] = []
+    """``f1 · f2 · …`` with the numbers multiplied into one leading factor (dropped when 1; a zero
+    zeroes the product) and reciprocals last, so that it prints as ``-x · y / z``; iverson's
+    ``*`` moves bracket factors outwards (``[i = j]·(…)``), so a false δ skips the rest."""
+    scale = 1.0
+    plain: list[Expr] = []
+    divisors: list[Expr] = []
     for f in factors:
         if isinstance(f, Const):
-            if f.value == 0.0:
-                return Const(0.0)
-            if f.value == 1.0:
-                continue
-        kept.append(f)
-    if not kept:
-        return Const(1.0)
+            scale *= f.value
+        elif isinstance(f, Func) and f.name == "recip":
+            divisors.append(f)
+        else:
+            plain.append(f)
+    if scale == 0.0:
+        return Const(0.0)
+    if not np.isfinite(scale):  # finite numbers whose product overflows: keep them apart
+        numbers = [f for f in factors if isinstance(f, Const)]
+    else:
+        numbers = [Const(scale)] if scale != 1.0 or not (plain or divisors) else []
+    kept = numbers + plain + divisors
     out = kept[0]
     for f in kept[1:]:
         out = out * f
@@ -330,22 +341,43 @@ def _unary_reads(node: Tensor) -> int:
     name, p = node.param
     if name in ("abs", "sign"):
         return 2
-    if name == "pow" and p is not None and float(p).is_integer():
-        return max(abs(int(p)), 1)
+    if name == "pow" and p is not None and float(p).is_integer() and abs(p) >= 2:
+        return 2  # x·x·… (how many times does not matter: more than once)
     return 1
 
 
-def _power(x: Expr, n: int) -> Expr:
-    """``x^n`` for an integer ``n >= 1`` by ``n - 1`` multiplications."""
-    if n <= _CHAIN_POWER:
-        return _product([x] * n)
-    half = _power(x, n // 2)  # x appears once per factor: the caller shares x itself, not half
-    rest = _power(x, n - n // 2)
-    return half * rest
+def _is_relabelling(node: Tensor) -> bool:
+    """True for an einsum of one operand that sums nothing (a transpose, a diagonal): its entries are
+    entries of its operand, so it is never worth a ``let`` of its own."""
+    if node.kind != "einsum" or len(node.args) != 1:
+        return False
+    inputs, out = node.param.split("->")
+    return set(inputs) <= set(out)
 
 
-def _scalar_function(name: str, p: float | None, x: Expr) -> Expr:
-    """The elementwise function ``name`` (parameter ``p``) of one scalar, in iverson's vocabulary."""
+def _power(x: Expr, n: int, names: Iterator[str]) -> Expr:
+    """``x^n`` for an integer ``n >= 1``: ``x·x·…·x`` up to ``_CHAIN_POWER`` factors; beyond, by
+    squaring scalar ``let`` s (``let s0 = x^10 in let s1 = s0·s0 in s1·s1`` for ``n = 40``), so
+    the program grows with log n."""
+    bits: list[int] = []
+    while n > _CHAIN_POWER:
+        bits.append(n % 2)
+        n //= 2
+    value = _product([x] * n)
+    lets: list[tuple[str, Expr]] = []
+    for bit in reversed(bits):  # x^(2m + bit) = (x^m)^2 · x^bit
+        name = next(names)
+        lets.append((name, value))
+        half = iv_var(name, ())
+        value = _product([half, half] + [x] * bit)
+    for name, v in reversed(lets):
+        value = let(name, v, value)
+    return value
+
+
+def _scalar_function(name: str, p: float | None, x: Expr, names: Iterator[str]) -> Expr:
+    """The elementwise function ``name`` (parameter ``p``) of one scalar, in iverson's vocabulary
+    (``names``: fresh names for the scalar ``let`` of a large power)."""
     if name in _DIRECT:
         return getattr(_syntax, name)(x)
     if name == "log1p":
@@ -366,7 +398,7 @@ def _scalar_function(name: str, p: float | None, x: Expr) -> Expr:
             n = int(p)
             if n == 0:
                 return Const(1.0)
-            return _power(x, n) if n > 0 else recip(_power(x, -n))
+            return _power(x, n, names) if n > 0 else recip(_power(x, -n, names))
         return exp(p * log(x))  # x^p = e^(p log x), NaN for x < 0 as NumPy's power
     raise UnsupportedOperationError(f"the elementwise function {name!r} has no translation to jacacc.iverson")
 
@@ -451,20 +483,25 @@ def from_tensor(root: Tensor) -> Translation:
             raise UnsupportedOperationError(
                 f"the operator {name}{'(' + flags + ')' if flags else ''} has no translation to jacacc.iverson: "
                 "general functions (linear-algebra operators) are not written in index notation")
-    uses: dict[int, int] = {}
-    for node in order:
-        reads = _unary_reads(node) if node.kind == "unary" else 1
+    # How often each node's entries are computed by the program if it is not shared: a relabelling
+    # (transpose, diagonal) is only a read, so its users' reads pass through it to its operand.
+    relabel = {id(n) for n in order if _is_relabelling(n)}
+    uses: dict[int, int] = {id(root): 1}
+    for node in reversed(order):  # users before their operands
+        reads = (_unary_reads(node) if node.kind == "unary" else 1) * \
+            (uses.get(id(node), 0) if id(node) in relabel else 1)
         for a in node.args:
             uses[id(a)] = uses.get(id(a), 0) + reads
     taken = {str(n.param) for n in order if n.kind == "var"}
-    const_names, let_names = _names("c", taken), _names("t", taken)
+    const_names, let_names, scalar_names = _names("c", taken), _names("t", taken), _names("s", taken)
     constants: dict[str, np.ndarray] = {}
     bindings: list[tuple[str, Expr]] = []
     lazy: dict[int, _Lazy] = {}
     for node in order:
-        tensor = _translate(node, [lazy[id(a)] for a in node.args], const_names, constants)
+        tensor = _translate(node, [lazy[id(a)] for a in node.args], const_names, scalar_names, constants)
         # a computed tensor read more than once is computed once; leaves are only reads already
-        if node is not root and node.kind not in ("var", "const") and uses.get(id(node), 0) > 1:
+        if node is not root and node.kind not in ("var", "const") and id(node) not in relabel \
+                and uses.get(id(node), 0) > 1:
             name = next(let_names)
             bindings.append((name, _materialize(tensor)))
             tensor = _reader(iv_var(name, node.shape))
@@ -475,7 +512,7 @@ def from_tensor(root: Tensor) -> Translation:
     return Translation(program, constants)
 
 
-def _translate(node: Tensor, args: list[_Lazy], const_names: Iterator[str],
+def _translate(node: Tensor, args: list[_Lazy], const_names: Iterator[str], scalar_names: Iterator[str],
                constants: dict[str, np.ndarray]) -> _Lazy:
     """One node as a lazy tensor over its operands' lazy tensors."""
     shape = tuple(node.shape)
@@ -498,8 +535,10 @@ def _translate(node: Tensor, args: list[_Lazy], const_names: Iterator[str],
     if node.kind == "unary":
         name, p = node.param
         (arg,) = args
-        _scalar_function(name, p, Const(1.0))  # refuse an unknown function now, not at the first read
-        return _Lazy(shape, lambda idx, scope: _scalar_function(name, p, arg.read(idx, scope)))
+        if name not in _DIRECT and name not in _DERIVED:  # refuse now, not at the first read
+            raise UnsupportedOperationError(f"the elementwise function {name!r} has no translation to "
+                                            "jacacc.iverson")
+        return _Lazy(shape, lambda idx, scope: _scalar_function(name, p, arg.read(idx, scope), scalar_names))
     raise UnsupportedOperationError(f"a jacacc.tensor node of kind {node.kind!r} has no translation to "
                                     "jacacc.iverson")
 

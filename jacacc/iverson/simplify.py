@@ -272,7 +272,7 @@ def _simp_pred(p: Pred, ctx: _Ctx) -> Pred:
         cmps = [a for a in atoms if isinstance(a, Cmp)]
         if cmps and not _satisfiable(cmps, ctx):
             return BoolConst(False)
-        return _conjoin(_dedupe(atoms))
+        return _conjoin(_dedupe(_equalities_from_bounds(atoms)))
     if isinstance(p, Or):
         a, b = _simp_pred(p.a, ctx), _simp_pred(p.b, ctx)
         for x, y in ((a, b), (b, a)):
@@ -280,6 +280,28 @@ def _simp_pred(p: Pred, ctx: _Ctx) -> Pred:
                 return x if x.value else y
         return Or(a, b)
     return p
+
+
+def _equalities_from_bounds(atoms: list[Pred]) -> list[Pred]:
+    """``a ≥ 0 ∧ -a ≥ 0`` is ``a = 0`` (an equality can then remove a sum)."""
+    lower = {}
+    for k, atom in enumerate(atoms):
+        if isinstance(atom, Cmp) and atom.normal()[0] == ">=":
+            lower[atom.normal()[1].key] = k
+    out: list[Pred] = []
+    dropped: set[int] = set()
+    for k, atom in enumerate(atoms):
+        if k in dropped:
+            continue
+        if isinstance(atom, Cmp) and atom.normal()[0] == ">=":
+            a = atom.normal()[1]
+            twin = lower.get((-a).key)
+            if twin is not None and twin != k and twin not in dropped:
+                dropped.add(twin)
+                out.append(Cmp("==", a, Affine()))
+                continue
+        out.append(atom)
+    return out
 
 
 def _dedupe(atoms: list[Pred]) -> list[Pred]:
