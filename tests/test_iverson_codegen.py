@@ -143,3 +143,17 @@ def test_compile_errors_and_conventions() -> None:
     assert isinstance(iv.compile(s, backend="loops")(x=np.ones(3)), float)
     with pytest.raises(iv.IvTypeError, match="out= is for tensor results"):
         iv.compile(s, backend="loops")(x=np.ones(3), out=np.zeros(()))
+
+
+@pytest.mark.parametrize("library", ["jax", "torch"])
+@pytest.mark.parametrize("seed", range(8))
+def test_peer_translations_agree_with_the_interpreter(library: str, seed: int, float64_jax) -> None:
+    """The JAX / PyTorch version of a program (what the cheap-gradient experiment times) computes it."""
+    pytest.importorskip(library)
+    from jacacc.iverson.arrays import array_function
+
+    exprs, arrays = program_and_gradients(seed, scalar=seed % 2 == 0)
+    for expr in exprs:
+        got = array_function(expr, library)(**arrays)
+        as_numpy = tuple(np.asarray(g) for g in got) if isinstance(got, tuple) else np.asarray(got)
+        assert np.allclose(flat(as_numpy), flat(iv.evaluate(expr, **arrays)), rtol=1e-12, atol=1e-12), str(expr)
