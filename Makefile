@@ -44,6 +44,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/tensor_hessians.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py
+	$(PY) experiments/cheap_gradients.py
 	$(PY) experiments/update_readme.py
 
 lint: $(VENV)/.test-installed

@@ -133,6 +133,8 @@ def torch_times(program: Program, wrt: str, arrays: dict[str, Any]) -> tuple[flo
         f(**{**tensors, wrt: leaf}).backward()
         return leaf.grad
 
+    if not f(**{**tensors, wrt: leaf}).requires_grad:  # f does not depend on wrt differentiably
+        raise LookupError(f"the program does not depend on {wrt} differentiably")
     return time_call(value, repeat=5, min_time=0.01), time_call(gradient, repeat=5, min_time=0.01)
 
 
@@ -149,11 +151,31 @@ def time_ratios(programs: list[tuple[str, Program]], seed: int, backend: str) ->
                                 ("torch", torch_times)):
                 try:
                     tf, tg = timer(program, wrt, arrays)
-                except ImportError:
+                except (ImportError, LookupError):
                     continue
                 row[peer] = {"function_s": tf, "gradient_s": tg, "ratio": tg / tf}
             rows.append(row)
     return rows
+
+
+def readme_table(record: dict[str, Any]) -> str:
+    """The README's tables: cost-ratio distribution, the paper's examples, run-time ratios per library."""
+    res = record["results"]
+    r = res["cost"]["random"]
+    lines = [f"Cost ratio cost(grad f) / cost(f) over {r['count']} random gradients: median {r['median']:.2f}, "
+             f"90th percentile {r['p90']:.2f}, max {r['max']:.2f} (documented C = {res['constant']}; "
+             f"{res['cost']['zero_cost_programs']} program-input pairs without arithmetic have free gradients).",
+             "", "| paper example | wrt | cost f | cost grad f | ratio |", "|---|---|---|---|---|"]
+    for row in res["cost"]["examples"]:
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        lines.append(f"| {row['program']} | {row['wrt']} | {total(row['cost_f'])} | {total(row['cost_grad'])} "
+                     f"| {ratio} |")
+    lines += ["", "| run time grad f / f | median | 90th percentile | max | gradients |", "|---|---|---|---|---|"]
+    names = {"jacacc": "jacacc (compiled, Numba)", "jax": "JAX (jit)", "torch": "PyTorch (autograd)"}
+    for peer, summary in res["time"].items():
+        lines.append(f"| {names.get(peer, peer)} | {summary['median']:.2f} | {summary['p90']:.2f} "
+                     f"| {summary['max']:.2f} | {summary['count']} |")
+    return "\n".join(lines)
 
 
 def plot(cost_rows: list[dict[str, Any]], time_rows: list[dict[str, Any]], path: Path) -> None:

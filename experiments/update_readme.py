@@ -4,7 +4,8 @@ Replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->`
 with ``results/compare_methods.md``, the heuristic run-time summary and the
 figure links, and the block between ``<!-- tensor-results:start -->`` and
 ``<!-- tensor-results:end -->`` with the tensor-Hessian table (and likewise
-``linalg-results`` with paper 004's benchmark), so the README shows what
+``linalg-results`` with paper 004's benchmark, ``iverson-results`` with paper
+001's cheap-gradient measurements), so the README shows what
 ``make experiments`` last measured.
 """
 
@@ -126,6 +127,27 @@ def render_linalg(results_dir: str) -> str | None:
     return "\n".join(blocks)
 
 
+IVERSON_START, IVERSON_END = "<!-- iverson-results:start -->", "<!-- iverson-results:end -->"
+
+
+def render_iverson(results_dir: str) -> str | None:
+    """The cheap-gradient block (``cheap_gradients.py``'s record), or None without a record."""
+    record = _record(results_dir, "cheap_gradients")
+    if record is None:
+        return None
+    from cheap_gradients import readme_table
+
+    return "\n".join([
+        IVERSON_START,
+        _measured_by(record, "cheap_gradients") + "; run times are the best of 5 warm calls.",
+        "",
+        readme_table(record),
+        "",
+        "![cost and run-time ratios](figures/cheap_gradients.png)",
+        IVERSON_END,
+    ])
+
+
 def _replace(text: str, start: str, end: str, block: str) -> str:
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
@@ -143,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.readme} has no {START} … {END} block")
     text = _replace(text, START, END, render(args.results))
     for start, end, render_block in ((TENSOR_START, TENSOR_END, render_tensor),
-                                     (LINALG_START, LINALG_END, render_linalg)):
+                                     (LINALG_START, LINALG_END, render_linalg),
+                                     (IVERSON_START, IVERSON_END, render_iverson)):
         block = render_block(args.results)
         if block is not None and start in text and end in text:
             text = _replace(text, start, end, block)
