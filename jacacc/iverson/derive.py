@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jacacc.iverson.check import check
-from jacacc.iverson.normalize import Binding, bindings_of, let_chain, normalize
+from jacacc.iverson.normalize import Binding, bindings_of, let_chain, normalize, read_at
 from jacacc.iverson.simplify import simplify, zero_of
 from jacacc.iverson.syntax import (
     Access,
@@ -112,18 +112,11 @@ def _scope_of(value: Expr) -> tuple[list[tuple[str, int]], Expr]:
     return scope, value
 
 
-def _read(var: Var, scope: list[tuple[str, int]]) -> Expr:
-    out: Expr = var
-    for name, _ in scope:
-        out = Access(out, index(name))
-    return out
-
-
 def _self_read(body: Expr, var: Var, scope: list[tuple[str, int]]) -> Expr | None:
     """``t[I]`` when the binding's primitive is a black-box call (its derivative may reuse it)."""
     while isinstance(body, Bracket):
         body = body.body
-    return _read(var, scope) if isinstance(body, Func) else None
+    return read_at(var, scope) if isinstance(body, Func) else None
 
 
 def _active(bindings: list[Binding], wrt: str) -> set[str]:
@@ -328,7 +321,7 @@ def adjoint(expr: Expr, wrt: Var, cotangent: Expr) -> Expr:
     seeds = _output_parts(out, Var(ct_name, cotangent.type))
     for part, ct in seeds:
         scope = [(fresh("i"), n) for n in part.type]  # a tensor output is read entry by entry
-        propagate(_read_entries(part, scope), scope, _read_entries(ct, scope), None)
+        propagate(read_at(part, scope), scope, read_at(ct, scope), None)
     for name, value in reversed(bindings):
         if name not in active or name not in pending:
             continue
@@ -337,7 +330,7 @@ def adjoint(expr: Expr, wrt: Var, cotangent: Expr) -> Expr:
         value = _rename_apart(value, set(out_indices.get(name, [])))
         scope, body = _scope_of(value)
         var = Var(name, value.type)
-        propagate(body, scope, _read(Var(bar.name, value.type), scope), _self_read(body, var, scope))
+        propagate(body, scope, read_at(Var(bar.name, value.type), scope), _self_read(body, var, scope))
     if wrt.name in pending:
         result = _accumulate(wrt.name, wrt.type, pending.pop(wrt.name), indices_of(wrt.name, wrt.type))
         program.append((result.name, result.value))
@@ -369,13 +362,6 @@ def _output_parts(out: Expr, ct: Expr) -> list[tuple[Expr, Expr]]:
     if isinstance(out, Pair):
         return _output_parts(out.a, Proj(0, ct)) + _output_parts(out.b, Proj(1, ct))
     return [(out, ct)]
-
-
-def _read_entries(e: Expr, scope: list[tuple[str, int]]) -> Expr:
-    out = e
-    for name, _ in scope:
-        out = Access(out, index(name))
-    return out
 
 
 def grad(expr: Expr, wrt: Var) -> Expr:

@@ -73,7 +73,7 @@ from jacacc.iverson.syntax import (
 )
 
 __all__ = ["Binding", "bindings_of", "gen_pushout", "let_chain", "let_lift", "normalize", "pair_eliminate",
-           "tensor_ssa"]
+           "read_at", "tensor_ssa"]
 
 Binding = tuple[str, Expr]
 
@@ -292,7 +292,8 @@ def _gen_over(scope: Scope, body: Expr) -> Expr:
     return body
 
 
-def _read(var: Var, scope: Scope) -> Expr:
+def read_at(var: Expr, scope: Sequence[tuple[str, int]]) -> Expr:
+    """``var[i, j, …]`` at the indices of ``scope``."""
     out: Expr = var
     for name, _ in scope:
         out = Access(out, index(name))
@@ -325,7 +326,7 @@ class _Converter:
         rhs = self.primitive(e, scope, guard)
         if guard is not None:
             rhs = Bracket(guard, rhs)
-        return _read(self.ssa.bind(_gen_over(scope, rhs)), scope)
+        return read_at(self.ssa.bind(_gen_over(scope, rhs)), scope)
 
     def primitive(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
         """``e`` as one primitive whose operands are atoms (new bindings for compound operands)."""

@@ -769,52 +769,41 @@ class Const(Expr):
         return self
 
 
-class Add(Expr):
+class _Binary(Expr):
+    """A binary scalar operation (the two of the language: ``+`` and ``·``)."""
+
+    __slots__ = ("a", "b")
+    symbol = ""
+
+    def __init__(self, a: Expr, b: Expr) -> None:
+        a, b = as_expr(a), as_expr(b)
+        _require_scalar(a, self.symbol)
+        _require_scalar(b, self.symbol)
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+        self._init(())
+
+    @property
+    def children(self) -> tuple[Expr, ...]:  # type: ignore[override]
+        return (self.a, self.b)
+
+    def _make_key(self) -> tuple:
+        return (self.symbol, self.a.key, self.b.key)
+
+    def rebuild(self, children: tuple[Expr, ...]) -> Expr:
+        return type(self)(*children)
+
+
+class Add(_Binary):
     """Scalar addition ``a + b``."""
 
-    __slots__ = ("a", "b")
-
-    def __init__(self, a: Expr, b: Expr) -> None:
-        a, b = as_expr(a), as_expr(b)
-        _require_scalar(a, "+")
-        _require_scalar(b, "+")
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
-        self._init(())
-
-    @property
-    def children(self) -> tuple[Expr, ...]:  # type: ignore[override]
-        return (self.a, self.b)
-
-    def _make_key(self) -> tuple:
-        return ("add", self.a.key, self.b.key)
-
-    def rebuild(self, children: tuple[Expr, ...]) -> Expr:
-        return Add(*children)
+    symbol = "+"
 
 
-class Mul(Expr):
+class Mul(_Binary):
     """Scalar multiplication ``a · b``."""
 
-    __slots__ = ("a", "b")
-
-    def __init__(self, a: Expr, b: Expr) -> None:
-        a, b = as_expr(a), as_expr(b)
-        _require_scalar(a, "·")
-        _require_scalar(b, "·")
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
-        self._init(())
-
-    @property
-    def children(self) -> tuple[Expr, ...]:  # type: ignore[override]
-        return (self.a, self.b)
-
-    def _make_key(self) -> tuple:
-        return ("mul", self.a.key, self.b.key)
-
-    def rebuild(self, children: tuple[Expr, ...]) -> Expr:
-        return Mul(*children)
+    symbol = "·"
 
 
 class Func(Expr):
