@@ -34,7 +34,7 @@ Examples
 >>> np.array_equal(f(A=X), np.diag(np.diag(X)))
 True
 >>> print(f.source.splitlines()[0])
-def kernel(A):
+def kernel(a_0):
 """
 
 from __future__ import annotations
