@@ -178,12 +178,11 @@ def readme_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(cost_rows: list[dict[str, Any]], time_rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot_cheap_gradients(record: dict[str, Any]) -> Any:
+    """The figure: the cost-ratio histogram beside the run-time ratios per library (returns it)."""
     import matplotlib.pyplot as plt
 
+    cost_rows, time_rows = record["results"]["cost"]["rows"], record["results"]["time_rows"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ratios = [r["ratio"] for r in cost_rows if r["ratio"] is not None]
     left.hist(ratios, bins=30, color="tab:blue")
@@ -202,9 +201,7 @@ def plot(cost_rows: list[dict[str, Any]], time_rows: list[dict[str, Any]], path:
     right.set_ylabel("time(grad f) / time(f)")
     right.set_title("run-time ratios on the same programs")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,10 +244,15 @@ def main(argv: list[str] | None = None) -> int:
                  for peer in ("jacacc", "jax", "torch") if any(peer in r for r in time_rows)},
         "time_rows": time_rows,
     }
-    write_record(args.out, EXPERIMENT, results, seed=args.seed,
-                 parameters={"programs": args.programs, "timed": args.timed, "timed_extent": args.timed_extent,
-                             "backend": args.backend, "quick": args.quick})
-    plot(cost_rows, time_rows, args.figure)
+    record = write_record(args.out, EXPERIMENT, results, seed=args.seed,
+                          parameters={"programs": args.programs, "timed": args.timed,
+                                      "timed_extent": args.timed_extent, "backend": args.backend,
+                                      "quick": args.quick})
+    import matplotlib
+
+    matplotlib.use("Agg")
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    plot_cheap_gradients(record).savefig(args.figure, dpi=120)
     print(f"cost ratios over {len(random_ratios)} random gradients: {results['cost']['random']}")
     for row in results["cost"]["examples"]:
         ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}"

@@ -70,3 +70,11 @@ def test_reproduction_script():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "all paper 001 checks passed" in done.stdout
     assert "⊞_{i<14} Σ_{j<3} [i - j ≥ 0 ∧ i - j ≤ 11]·(ȳ[i - j] · w[j])" in done.stdout
+
+
+def test_notebook_executes(run, monkeypatch):
+    from experiment_scripts import execute_notebook
+
+    out, _ = run
+    outputs = execute_notebook("cheap_gradients", out, monkeypatch)
+    assert any("documented C = 5" in str(o) for o in outputs)
