@@ -37,7 +37,7 @@ import numpy as np
 import jacacc.iverson as iv
 from jacacc.bench import time_call, write_record
 from jacacc.iverson.arrays import array_function
-from jacacc.iverson.generate import Program, RandomChooser, random_program
+from jacacc.iverson.generate import Program, random_program
 from jacacc.progress import progress_bar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.programs, args.timed, args.timed_extent = 20, 2, 6
 
-    generated = {f"random {s}": random_program(RandomChooser(np.random.default_rng(args.seed + s)), scalar=True,
+    generated = {f"random {s}": random_program(np.random.default_rng(args.seed + s), scalar=True,
                                                max_extent=4, max_depth=5) for s in range(args.programs)}
     examples = paper_examples()
     cost_rows = cost_ratios({**examples, **generated})
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(r["ratio"] for r in cost_rows if r["ratio"] is not None)
     assert worst <= CONSTANT, f"cheap-gradient constant exceeded: {worst}"
 
-    timed_programs = [(f"random {s}", random_program(RandomChooser(np.random.default_rng(10_000 + args.seed + s)),
+    timed_programs = [(f"random {s}", random_program(np.random.default_rng(10_000 + args.seed + s),
                                                      scalar=True, max_extent=args.timed_extent, max_depth=4))
                       for s in range(args.timed)]
     timed = [(name, p) for name, p in timed_programs if total(iv.cost(p.expr)) > 0]

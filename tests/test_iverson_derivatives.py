@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jacacc.iverson as iv
-from jacacc.iverson.generate import Program, RandomChooser, random_program
+from jacacc.iverson.generate import Program, random_program
 
 #: the documented cheap-gradient constant (README, "Cheap gradients"): cost(grad f) ≤ C·cost(f)
 CHEAP_GRADIENT_CONSTANT = 5
@@ -29,7 +29,7 @@ def programs(draw: st.DrawFn, scalar: bool = True, max_extent: int = 4, max_dept
     through hypothesis shrinks well but favours tiny programs; seeds give the generator's own,
     richer distribution, and a failure is reproduced from its seed.)"""
     seed = draw(st.integers(0, 2**32 - 1))
-    return random_program(RandomChooser(np.random.default_rng(seed)), scalar=scalar, max_extent=max_extent,
+    return random_program(np.random.default_rng(seed), scalar=scalar, max_extent=max_extent,
                           max_depth=max_depth)
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import jacacc.iverson as iv
 from jacacc.intlin import count_points_1d, eliminate, integer_feasible
-from jacacc.iverson.generate import RandomChooser, random_program
+from jacacc.iverson.generate import random_program
 
 x, A = iv.var("x", (5,)), iv.var("A", (4, 3))
 i, j, k = iv.index("i"), iv.index("j"), iv.index("k")
@@ -140,7 +140,7 @@ def test_interpreter_on_pairs_lets_and_shadowing():
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), scalar=st.booleans())
 def test_generated_programs_are_well_formed(seed: int, scalar: bool):
-    program = random_program(RandomChooser(np.random.default_rng(seed)), scalar=scalar, max_extent=4, max_depth=5)
+    program = random_program(np.random.default_rng(seed), scalar=scalar, max_extent=4, max_depth=5)
     assert iv.check(program.expr) == program.inputs
     value = iv.evaluate(program.expr, **program.arrays(np.random.default_rng(seed)))
     if scalar:

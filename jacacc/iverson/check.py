@@ -90,7 +90,7 @@ def case_constraints(case: Iterable[Cmp]) -> tuple[list[Form], list[Form]]:
 class _Context:
     binders: dict[str, int] = field(default_factory=dict)  # index -> extent
     guards: list[Pred] = field(default_factory=list)
-    where: list[str] = field(default_factory=list)
+    shown: dict[str, str] = field(default_factory=dict)  # renamed shadowing index -> the user's name
 
 
 def check(expr: Expr) -> dict[str, Type]:
@@ -130,19 +130,21 @@ def _first_use(expr: Expr, name: str) -> Expr:
 def _walk(e: Expr, ctx: _Context, cache: dict) -> None:
     if isinstance(e, (Gen, Sum)):
         name, body = e.index, e.body
-        if name in ctx.binders:  # shadowing: give the inner binder its own name
+        shown = ctx.shown
+        if name in ctx.binders:  # shadowing: give the inner binder its own name (messages show the user's)
             new = fresh(name)
             body = substitute_indices(body, {name: index(new)})
+            shown = {**shown, new: shown.get(name, name)}
             name = new
-        inner = _Context({**ctx.binders, name: e.extent}, ctx.guards, ctx.where)
+        inner = _Context({**ctx.binders, name: e.extent}, ctx.guards, shown)
         _walk(body, inner, cache)
         return
     if isinstance(e, Bracket):
         # a bracket's data comparisons are evaluated only where its index comparisons hold
-        guarded = _Context(ctx.binders, ctx.guards + [index_part(e.pred)], ctx.where)
+        guarded = _Context(ctx.binders, ctx.guards + [index_part(e.pred)], ctx.shown)
         for operand in pred_children_exprs(e.pred):
             _walk(operand, guarded, cache)
-        _walk(e.body, _Context(ctx.binders, ctx.guards + [e.pred], ctx.where), cache)
+        _walk(e.body, _Context(ctx.binders, ctx.guards + [e.pred], ctx.shown), cache)
         return
     if isinstance(e, Access):
         _walk(e.target, ctx, cache)
@@ -173,10 +175,12 @@ def _check_range(e: Access, extent: int, ctx: _Context, cache: dict) -> None:
         above = (dict(coeffs), const - extent)  # idx >= extent
         for bad, what in ((below, "-1"), (above, str(extent))):
             if integer_feasible(ineqs + [bad], eqs, sub_box):
-                bounds = ", ".join(f"{v} < {ctx.binders[v]}" for v in sorted(names))
+                rename = {new: index(old) for new, old in ctx.shown.items()}
+                read = substitute_indices(e, rename) if rename else e
+                bounds = ", ".join(f"{ctx.shown.get(v, v)} < {ctx.binders[v]}" for v in sorted(names))
                 guard = f" under [{' ∧ '.join(str(c) for c in case)}]" if case else ""
                 scope = f" ({bounds})" if bounds else ""
-                raise IvTypeError(f"read out of range: {_short(e)} with extent {extent} can read index {what}"
+                raise IvTypeError(f"read out of range: {_short(read)} with extent {extent} can read index {what}"
                                   f"{'' if what == '-1' else ' or beyond'}{scope}{guard}")
     cache[key] = True
 

@@ -115,10 +115,11 @@ class CompiledProgram:
             if (not isinstance(out, np.ndarray) or out.shape != self.expr.type or out.dtype != np.float64
                     or not out.flags.c_contiguous or not out.flags.writeable):
                 raise IvTypeError(f"out must be a writeable C-contiguous float64 array of shape {self.expr.type}")
-        if self.takes_out:
-            buffer = np.zeros(self.expr.type) if out is None else out
-            return self.kernel(*args, buffer)
-        result = _result(self.kernel(*args))
+        with np.errstate(all="ignore"):  # as the interpreter: IEEE results, not warnings
+            if self.takes_out:
+                buffer = np.zeros(self.expr.type) if out is None else out
+                return self.kernel(*args, buffer)
+            result = _result(self.kernel(*args))
         if out is not None:
             out[...] = result
             return out
@@ -164,7 +165,10 @@ def _identifier(prefix: str, counter: itertools.count) -> str:
 
 
 class _LoopPrinter:
-    def __init__(self) -> None:
+    def __init__(self, python_floats: bool = False) -> None:
+        # under CPython a float division by zero raises; NumPy's division gives ±inf / nan like the
+        # interpreter and Numba's error_model="numpy" (a hoisted value may divide by a zero it never uses)
+        self.division = "np.divide(1.0, {})" if python_floats else "(1.0 / {})"
         self.lines: list[str] = []
         self.depth = 1
         self.counter = itertools.count()
@@ -294,7 +298,7 @@ class _LoopPrinter:
             if e.name == "relu":
                 return f"max({arg}, 0.0)"
             if e.name == "recip":
-                return f"(1.0 / {arg})"
+                return self.division.format(arg)
             return f"np.{e.name}({arg})"
         if isinstance(e, Bracket):
             out = self.temp("b")
@@ -440,15 +444,15 @@ def _numba_backend(expr: Expr) -> CompiledProgram:
 
 def _python_loops_backend(expr: Expr) -> CompiledProgram:
     """The loop source run by the Python interpreter (no Numba): for debugging generated code."""
-    source, inputs, takes_out = _loop_source(expr)
+    source, inputs, takes_out = _loop_source(expr, python_floats=True)
     return CompiledProgram(expr, "loops", source, _exec(source, "loops", {"np": np}), inputs, takes_out)
 
 
-def _loop_source(expr: Expr) -> tuple[str, list[str], bool]:
+def _loop_source(expr: Expr, python_floats: bool = False) -> tuple[str, list[str], bool]:
     """The kernel's source, its inputs, and whether it writes a tensor result into an ``out`` argument."""
     bindings, out = bindings_of(gen_pushout(expr))
     inputs = sorted(expr.free_vars)
-    printer = _LoopPrinter()
+    printer = _LoopPrinter(python_floats)
     for name in inputs:
         printer.vars[name] = f"a_{len(printer.vars)}"
     params = [printer.vars[n] for n in inputs]

@@ -65,6 +65,7 @@ from jacacc.iverson.syntax import (
     Type,
     Var,
     has_data_atoms,
+    leading_extent,
     pred_children_exprs,
     type_text,
 )
@@ -186,7 +187,7 @@ class _Interpreter:
         if isinstance(e, Access):
             target = self.eval(e.target, ienv, venv)
             k = e.idx.value(ienv)
-            extent = e.target.type.fst[0] if isinstance(e.target.type, PairType) else e.target.type[0]
+            extent = leading_extent(e.target.type)
             if not 0 <= k < extent:
                 raise IvTypeError(f"read out of range: {e} reads index {k} of extent {extent}")
             return _index(target, k)

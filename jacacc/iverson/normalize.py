@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from jacacc.iverson.check import check
+from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.syntax import (
     Access,
     Add,
@@ -147,6 +148,10 @@ def _lift(e: Expr) -> tuple[list[Binding], Expr]:
         for x in pred_children_exprs(e.pred):
             bx, cx = _lift(x)
             operand_bindings += bx
+            if has_arithmetic(cx):  # computed once: the duplicated predicate then only reads it
+                name = fresh("c")
+                operand_bindings.append((name, cx))
+                cx = Var(name, cx.type)
             operands[id(x)] = cx
         pred = map_pred(e.pred, lambda c: c, lambda x: operands.get(id(x), x))
         # the predicate's data operands are computed where its index part holds (its cost-truth)

@@ -106,6 +106,17 @@ def leading_extent(t: Type) -> int | None:
     return t[0] if t else None
 
 
+def _indexable_pair(t: PairType) -> bool:
+    """Whether every leaf of ``t`` is an array with the same leading extent."""
+    def extents(u: Type) -> list[int | None]:
+        if isinstance(u, PairType):
+            return extents(u.fst) + extents(u.snd)
+        return [u[0] if u else None]
+
+    found = extents(t)
+    return found[0] is not None and all(e == found[0] for e in found)
+
+
 def type_size(t: Type) -> int:
     """Number of scalars in a value of type ``t``."""
     if isinstance(t, PairType):
@@ -900,6 +911,9 @@ class Access(Expr):
         target = as_expr(target)
         if leading_extent(target.type) is None:
             raise IvTypeError(f"cannot index the scalar {target}")
+        if isinstance(target.type, PairType) and not _indexable_pair(target.type):
+            raise IvTypeError(f"cannot index the pair {target} of type {type_text(target.type)}: only a pair of "
+                              "arrays of one leading extent (an array of pairs) can be indexed")
         object.__setattr__(self, "target", target)
         object.__setattr__(self, "idx", as_affine(idx))
         self._init(drop_extent(target.type))
