@@ -60,17 +60,17 @@ def paper_examples(n: int = 16, k: int = 3) -> dict[str, Program]:
     W1, v = iv.var("W1", (n, n)), iv.var("v", (n,))
     hidden = iv.gen(i, n, iv.tanh(iv.sum(j, n, W1[i, j] * y[j])))
     return {
-        "trace": Program(iv.sum(i, n, A[i, i]), {"A": (n, n)}),
-        "first column × first row": Program(iv.sum(i, n, A[i, 0] * A[0, i]), {"A": (n, n)}),
+        "trace": Program(iv.sum(i, n, A[i, i]), {"A": (n, n)}, True),
+        "first column × first row": Program(iv.sum(i, n, A[i, 0] * A[0, i]), {"A": (n, n)}, True),
         "deconvolution loss": Program(
             iv.let("c", conv, lambda c: iv.sum(i, n, (c[i] - y[i]) * (c[i] - y[i]))),
-            {"x": (n + k - 1,), "w": (k,), "y": (n,)}),
+            {"x": (n + k - 1,), "w": (k,), "y": (n,)}, True),
         "batched loss": Program(
             iv.sum(b, batch, iv.let("c", iv.gen(i, n, iv.sum(j, k, X[b, i + j] * w[j])),
                                     lambda c: iv.sum(i, n, (c[i] - Y[b, i]) * (c[i] - Y[b, i])))),
-            {"X": (batch, n + k - 1), "Y": (batch, n), "w": (k,)}),
+            {"X": (batch, n + k - 1), "Y": (batch, n), "w": (k,)}, True),
         "two-layer tanh net": Program(
-            iv.let("h", hidden, lambda h: iv.sum(i, n, v[i] * h[i])), {"W1": (n, n), "y": (n,), "v": (n,)}),
+            iv.let("h", hidden, lambda h: iv.sum(i, n, v[i] * h[i])), {"W1": (n, n), "y": (n,), "v": (n,)}, True),
     }
 
 
