@@ -54,6 +54,7 @@ LAZY_SUBMODULES: tuple[str, ...] = (
     "bench",
     "cli",
     "demo",
+    "elementwise",
     "iverson",
     "linalg",
     "plot",
