@@ -424,32 +424,33 @@ class DataCmp(Pred):
         return f"{self.lhs} {_CMP_TEXT[self.op]} {self.rhs}"
 
 
-class And(Pred):
+class _Connective(Pred):
+    """A binary connective of predicates (``∧`` or ``∨``)."""
+
     __slots__ = ("a", "b")
+    symbol = ""
 
     def __init__(self, a: Pred, b: Pred) -> None:
         object.__setattr__(self, "a", _as_pred(a))
         object.__setattr__(self, "b", _as_pred(b))
 
     def _make_key(self) -> tuple:
-        return ("and", self.a.key, self.b.key)
+        return (self.symbol, self.a.key, self.b.key)
 
     def __str__(self) -> str:
-        return f"{_pred_operand(self.a, And)} ∧ {_pred_operand(self.b, And)}"
+        return f"{_pred_operand(self.a, type(self))} {self.symbol} {_pred_operand(self.b, type(self))}"
 
 
-class Or(Pred):
-    __slots__ = ("a", "b")
+class And(_Connective):
+    """``a ∧ b``."""
 
-    def __init__(self, a: Pred, b: Pred) -> None:
-        object.__setattr__(self, "a", _as_pred(a))
-        object.__setattr__(self, "b", _as_pred(b))
+    symbol = "∧"
 
-    def _make_key(self) -> tuple:
-        return ("or", self.a.key, self.b.key)
 
-    def __str__(self) -> str:
-        return f"{_pred_operand(self.a, Or)} ∨ {_pred_operand(self.b, Or)}"
+class Or(_Connective):
+    """``a ∨ b``."""
+
+    symbol = "∨"
 
 
 def _pred_operand(p: Pred, parent: type) -> str:
