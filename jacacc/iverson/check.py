@@ -43,12 +43,12 @@ from jacacc.iverson.syntax import (
     Pred,
     Sum,
     Type,
-    fresh,
     index,
     index_part,
     leading_extent,
     pred_children_exprs,
     substitute_indices,
+    unshadowed,
 )
 
 __all__ = ["check", "dnf", "form_of"]
@@ -129,13 +129,9 @@ def _first_use(expr: Expr, name: str) -> Expr:
 
 def _walk(e: Expr, ctx: _Context, cache: dict) -> None:
     if isinstance(e, (Gen, Sum)):
-        name, body = e.index, e.body
-        shown = ctx.shown
-        if name in ctx.binders:  # shadowing: give the inner binder its own name (messages show the user's)
-            new = fresh(name)
-            body = substitute_indices(body, {name: index(new)})
-            shown = {**shown, new: shown.get(name, name)}
-            name = new
+        # shadowing: the inner binder gets its own name (messages show the user's)
+        name, body = unshadowed(e, ctx.binders)
+        shown = ctx.shown if name == e.index else {**ctx.shown, name: ctx.shown.get(e.index, e.index)}
         inner = _Context({**ctx.binders, name: e.extent}, ctx.guards, shown)
         _walk(body, inner, cache)
         return

@@ -72,11 +72,13 @@ from jacacc.iverson.syntax import (
     Pred,
     Sum,
     Var,
+    conjoin,
+    conjuncts,
     fresh,
     has_data_atoms,
     index,
     index_part,
-    substitute_indices,
+    unshadowed,
 )
 
 __all__ = ["BACKENDS", "CompiledProgram", "compile"]
@@ -304,7 +306,7 @@ class _LoopPrinter:
             out = self.temp("b")
             self.emit(f"{out} = 0.0")
             atoms, rest = _split_conjunction(e.pred)
-            self.guarded(_conjoin(atoms + ([rest] if rest is not None else [])),
+            self.guarded(conjoin(atoms + ([rest] if rest is not None else [])),
                          lambda: self.emit(f"{out} = {self.scalar(e.body)}"))
             return out
         if isinstance(e, Sum):
@@ -377,39 +379,14 @@ def _innermost(c: Cmp, position: dict[str, int]) -> int:
 
 def _split_conjunction(p: Pred) -> tuple[list[Cmp], Pred | None]:
     """The index comparisons of ``p``'s top-level conjunction, and what is left (None if nothing)."""
-    atoms: list[Cmp] = []
-    rest: list[Pred] = []
-
-    def walk(q: Pred) -> None:
-        if isinstance(q, And):
-            walk(q.a)
-            walk(q.b)
-        elif isinstance(q, Cmp):
-            atoms.append(q)
-        elif isinstance(q, BoolConst) and q.value:
-            return
-        else:
-            rest.append(q)
-
-    walk(p)
-    return atoms, (_conjoin(rest) if rest else None)
-
-
-def _conjoin(preds: list[Pred]) -> Pred:
-    if not preds:
-        return BoolConst(True)
-    out = preds[0]
-    for q in preds[1:]:
-        out = And(out, q)
-    return out
+    atoms = conjuncts(p)
+    rest = [q for q in atoms if not isinstance(q, Cmp)]
+    return [q for q in atoms if isinstance(q, Cmp)], (conjoin(rest) if rest else None)
 
 
 def _peel(e: Gen | Sum, scope: list[tuple[str, int]]) -> Expr:
     """Append ``e``'s binder to ``scope`` (renamed if it shadows one there) and return its body."""
-    name, body = e.index, e.body
-    if any(n == name for n, _ in scope):
-        name = fresh(name)
-        body = substitute_indices(body, {e.index: index(name)})
+    name, body = unshadowed(e, {n for n, _ in scope})
     scope.append((name, e.extent))
     return body
 

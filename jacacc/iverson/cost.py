@@ -65,10 +65,9 @@ from jacacc.iverson.syntax import (
     Proj,
     Sum,
     Var,
-    fresh,
-    index,
+    conjoin,
     pred_children_exprs,
-    substitute_indices,
+    unshadowed,
 )
 
 __all__ = ["Cost", "cost"]
@@ -115,14 +114,6 @@ def has_arithmetic(e: Expr) -> bool:
     return any(has_arithmetic(c) for c in e.children)
 
 
-def _rename_binder(e: Gen | Sum, box: Box) -> tuple[str, Expr]:
-    """The binder's index and body, renamed when the name is already bound in ``box``."""
-    if any(name == e.index for name, _ in box):
-        new = fresh(e.index)
-        return new, substitute_indices(e.body, {e.index: index(new)})
-    return e.index, e.body
-
-
 def _cost(e: Expr, box: Box, guard: tuple[Pred, ...]) -> Cost:
     """Σ over the points of ``box`` where every ``guard`` holds of the cost of ``e`` at that point."""
     if not has_arithmetic(e):
@@ -141,7 +132,7 @@ def _cost(e: Expr, box: Box, guard: tuple[Pred, ...]) -> Cost:
             total = total + _cost(operand, box, inner)
         return total
     if isinstance(e, Gen):
-        name, body = _rename_binder(e, box)
+        name, body = unshadowed(e, {n for n, _ in box})
         return _cost(body, box + ((name, e.extent),), guard)
     if isinstance(e, Sum):
         return _sum_cost(e, box, guard)
@@ -166,7 +157,7 @@ def _sum_cost(e: Sum, box: Box, guard: tuple[Pred, ...]) -> Cost:
     inner: Expr = e
     scope = box
     while isinstance(inner, Sum):  # directly nested sums are costed jointly
-        name, body = _rename_binder(inner, scope)
+        name, body = unshadowed(inner, {n for n, _ in scope})
         binders.append((name, inner.extent))
         scope = scope + ((name, inner.extent),)
         inner = body
@@ -255,20 +246,13 @@ def count(box: Box, preds: Sequence[Pred], env: Mapping[str, np.ndarray] | None 
     if not preds or (not inner and not (relevant - names)):
         base = free if not preds else free * _holds(preds, {}).astype(np.int64).item()
         return np.full(_grid_size(env), base, dtype=np.int64) if env else base
-    cases = dnf(_conjoin(preds))
+    cases = dnf(conjoin(preds))
     if len(cases) == 1 and inner:
         counts = _conjunction_count(inner, cases[0], env)
     else:  # a disjunction: enumerate the coupled indices and test the predicate
         counts = _enumerated_count(inner, preds, env)
     counts = free * np.asarray(counts, dtype=np.int64)
     return counts if env else int(counts.reshape(-1)[0])
-
-
-def _conjoin(preds: Sequence[Pred]) -> Pred:
-    out = preds[0]
-    for p in preds[1:]:
-        out = And(out, p)
-    return out
 
 
 def _enumerated_count(inner: Box, preds: Sequence[Pred], env: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -44,7 +44,6 @@ from jacacc.iverson.syntax import (
     Access,
     Add,
     Affine,
-    And,
     Bracket,
     Cmp,
     Const,
@@ -61,6 +60,7 @@ from jacacc.iverson.syntax import (
     Type,
     Var,
     as_expr,
+    conjoin,
     fresh,
     index,
     substitute_indices,
@@ -259,20 +259,11 @@ def _contribution(read: _Read, scope: list[tuple[str, int]], cotangent: Expr,
     """``Σ_I Σ_K [g ∧ ι = J]·t̄[I]·c`` for one read, with ``J`` = ``out_indices`` left free."""
     equalities: list[Pred] = [Cmp("==", a, index(j)) for a, j in zip(read.idx, out_indices, strict=True)]
     term: Expr = cotangent if read.coeff is None else Mul(cotangent, read.coeff)
-    pred = _conjoin(list(read.guards) + equalities)
-    body: Expr = Bracket(pred, term) if pred is not None else term
+    preds = list(read.guards) + equalities
+    body: Expr = Bracket(conjoin(preds), term) if preds else term
     for name, n in reversed(list(scope) + list(read.sums)):
         body = Sum(name, n, body)
     return body
-
-
-def _conjoin(preds: list[Pred]) -> Pred | None:
-    if not preds:
-        return None
-    out = preds[0]
-    for p in preds[1:]:
-        out = And(out, p)
-    return out
 
 
 def _rename_apart(value: Expr, taken: set[str]) -> Expr:

@@ -71,6 +71,7 @@ from jacacc.iverson.syntax import (
     pred_indices,
     substitute_indices,
     substitute_var,
+    unshadowed,
 )
 
 __all__ = ["Binding", "bindings_of", "gen_pushout", "let_chain", "let_lift", "normalize", "pair_eliminate",
@@ -311,13 +312,6 @@ def _is_atom(e: Expr) -> bool:
     return isinstance(e, (Var, Const))
 
 
-def _fresh_binder(i: str, n: int, body: Expr, scope: Scope) -> tuple[str, Expr]:
-    if any(name == i for name, _ in scope):
-        new = fresh(i)
-        return new, substitute_indices(body, {i: index(new)})
-    return i, body
-
-
 class _Converter:
     def __init__(self, ssa: _SSA) -> None:
         self.ssa = ssa
@@ -367,7 +361,7 @@ class _Converter:
         inner: Expr = e
         inner_scope = scope
         while isinstance(inner, Sum):
-            name, body = _fresh_binder(inner.index, inner.extent, inner.body, inner_scope)
+            name, body = unshadowed(inner, {n for n, _ in inner_scope})
             binders.append((name, inner.extent))
             inner_scope = inner_scope + ((name, inner.extent),)
             inner = body
@@ -393,7 +387,7 @@ class _Converter:
         scope: Scope = ()
         body = value
         while isinstance(body, Gen):
-            name, inner = _fresh_binder(body.index, body.extent, body.body, scope)
+            name, inner = unshadowed(body, {n for n, _ in scope})
             scope = scope + ((name, body.extent),)
             body = inner
         if _is_atom(value):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jacacc.intlin import integer_feasible
-from jacacc.iverson.check import check, form_of
+from jacacc.iverson.check import case_constraints, check
 from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.interpret import COMPARE
 from jacacc.iverson.syntax import (
@@ -66,6 +66,8 @@ from jacacc.iverson.syntax import (
     Sum,
     Type,
     Var,
+    conjoin,
+    conjuncts,
     fresh,
     has_data_atoms,
     index,
@@ -73,6 +75,7 @@ from jacacc.iverson.syntax import (
     pred_indices,
     substitute_indices,
     substitute_var,
+    unshadowed,
 )
 
 __all__ = ["is_zero", "simplify", "zero_of"]
@@ -110,8 +113,9 @@ class _Ctx:
     def assume(self, atoms: tuple[Cmp, ...]) -> _Ctx:
         return _Ctx(self.binders, self.known + atoms)
 
-    def bound(self, name: str) -> bool:
-        return any(b == name for b, _ in self.binders)
+    @property
+    def names(self) -> set[str]:
+        return {b for b, _ in self.binders}
 
 
 def simplify(e: Expr) -> Expr:
@@ -188,31 +192,6 @@ def canonical_indices(e: Expr, outer: tuple[str, ...] = ()) -> Expr:
 # ----------------------------------------------------------------------------- predicates
 
 
-def _conjuncts(p: Pred) -> list[Pred]:
-    if isinstance(p, And):
-        return _conjuncts(p.a) + _conjuncts(p.b)
-    if isinstance(p, BoolConst) and p.value:
-        return []
-    return [p]
-
-
-def _conjoin(atoms: list[Pred]) -> Pred:
-    if not atoms:
-        return BoolConst(True)
-    out = atoms[0]
-    for a in atoms[1:]:
-        out = And(out, a)
-    return out
-
-
-def _constraints(atoms: tuple[Cmp, ...] | list[Cmp]) -> tuple[list, list]:
-    ineqs, eqs = [], []
-    for c in atoms:
-        rel, a = c.normal()
-        (eqs if rel == "==" else ineqs).append(form_of(a))
-    return ineqs, eqs
-
-
 @functools.lru_cache(maxsize=100_000)
 def _feasible(key: tuple) -> bool:
     ineqs, eqs, box = key
@@ -221,7 +200,7 @@ def _feasible(key: tuple) -> bool:
 
 def _satisfiable(atoms: list[Cmp], ctx: _Ctx) -> bool:
     """Whether the comparisons can hold together with the context (exact over the integers)."""
-    ineqs, eqs = _constraints(list(ctx.known) + atoms)
+    ineqs, eqs = case_constraints(list(ctx.known) + atoms)
     names = {v for c, _ in ineqs + eqs for v in c}
     ranges = dict(ctx.binders)
     if names - set(ranges):  # an index the context does not bound: cannot decide, assume it can
@@ -262,17 +241,17 @@ def _simp_pred(p: Pred, ctx: _Ctx) -> Pred:
         return DataCmp(p.op, lhs, rhs)
     if isinstance(p, And):
         atoms: list[Pred] = []
-        for part in _conjuncts(p):
+        for part in conjuncts(p):
             q = _simp_pred(part, ctx.assume(tuple(a for a in atoms if isinstance(a, Cmp))))
             if isinstance(q, BoolConst):
                 if not q.value:
                     return q
                 continue
-            atoms.extend(_conjuncts(q))
+            atoms.extend(conjuncts(q))
         cmps = [a for a in atoms if isinstance(a, Cmp)]
         if cmps and not _satisfiable(cmps, ctx):
             return BoolConst(False)
-        return _conjoin(_dedupe(_equalities_from_bounds(atoms)))
+        return conjoin(_dedupe(_equalities_from_bounds(atoms)))
     if isinstance(p, Or):
         a, b = _simp_pred(p.a, ctx), _simp_pred(p.b, ctx)
         for x, y in ((a, b), (b, a)):
@@ -317,13 +296,6 @@ def _dedupe(atoms: list[Pred]) -> list[Pred]:
 # ----------------------------------------------------------------------------- expressions
 
 
-def _rename(i: str, body: Expr, ctx: _Ctx) -> tuple[str, Expr]:
-    if ctx.bound(i):
-        new = fresh(i)
-        return new, substitute_indices(body, {i: index(new)})
-    return i, body
-
-
 def _times(a: Expr, b: Expr) -> Expr:
     """``a · b`` folded: constants multiplied, units and zeros dropped, brackets hoisted."""
     if isinstance(a, Const) and isinstance(b, Const):
@@ -362,7 +334,7 @@ def _guard(pred: Pred, body: Expr) -> Expr:
     if is_zero(body):
         return zero_of(body.type)
     if isinstance(body, Bracket):
-        return Bracket(_conjoin(_dedupe(_conjuncts(pred) + _conjuncts(body.pred))), body.body)
+        return Bracket(conjoin(_dedupe(conjuncts(pred) + conjuncts(body.pred))), body.body)
     return Bracket(pred, body)
 
 
@@ -393,7 +365,7 @@ def _simp(e: Expr, ctx: _Ctx) -> Expr:
     if isinstance(e, Bracket):
         return _simp_bracket(e, ctx)
     if isinstance(e, Gen):
-        i, body = _rename(e.index, e.body, ctx)
+        i, body = unshadowed(e, ctx.names)
         return Gen(i, e.extent, _simp(body, ctx.bind(i, e.extent)))
     if isinstance(e, Sum):
         return _simp_sum(e, ctx)
@@ -435,7 +407,7 @@ def _simp_bracket(e: Bracket, ctx: _Ctx) -> Expr:
     pred = _simp_pred(e.pred, ctx)
     if isinstance(pred, BoolConst):
         return _simp(e.body, ctx) if pred.value else zero_of(e.type)
-    atoms = tuple(a for a in _conjuncts(pred) if isinstance(a, Cmp))
+    atoms = tuple(a for a in conjuncts(pred) if isinstance(a, Cmp))
     body = _simp(e.body, ctx.assume(atoms))
     return _guard(pred, body)
 
@@ -445,7 +417,7 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
     inner: Expr = e
     inner_ctx = ctx
     while isinstance(inner, Sum):
-        i, body = _rename(inner.index, inner.body, inner_ctx)
+        i, body = unshadowed(inner, inner_ctx.names)
         binders.append((i, inner.extent))
         inner_ctx = inner_ctx.bind(i, inner.extent)
         inner = body
@@ -482,21 +454,21 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
     # comparisons that no remaining summation index appears in guard the whole sum
     outside: list[Pred] = []
     if kept and isinstance(out, Bracket):
-        atoms = _conjuncts(out.pred)
+        atoms = conjuncts(out.pred)
         outside = [a for a in atoms if not (pred_indices(a) & names)]
         if outside:
             inside = [a for a in atoms if pred_indices(a) & names]
-            out = _guard(_conjoin(inside), out.body) if inside else out.body
+            out = _guard(conjoin(inside), out.body) if inside else out.body
     for i, n in reversed(kept):
         out = Sum(i, n, out)
-    return _guard(_conjoin(outside), out) if outside else out
+    return _guard(conjoin(outside), out) if outside else out
 
 
 def _eliminate_one(binders: list[tuple[str, int]], inner: Expr) -> tuple[list[tuple[str, int]], Expr] | None:
     """Remove one summation index pinned by a unit-coefficient equality of the inner bracket."""
     if not isinstance(inner, Bracket):
         return None
-    atoms = _conjuncts(inner.pred)
+    atoms = conjuncts(inner.pred)
     for pos, atom in enumerate(atoms):
         if not isinstance(atom, Cmp):
             continue
@@ -514,7 +486,7 @@ def _eliminate_one(binders: list[tuple[str, int]], inner: Expr) -> tuple[list[tu
             new_atoms = [_sub_pred(x, mapping) for x in rest_atoms] + [value >= 0, value <= n - 1]
             body = substitute_indices(inner.body, mapping)
             new_binders = binders[:k] + binders[k + 1:]
-            return new_binders, _guard(_conjoin(new_atoms), body)
+            return new_binders, _guard(conjoin(new_atoms), body)
     return None
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -493,6 +493,25 @@ def pred_indices(p: Pred) -> frozenset[str]:
     if isinstance(p, (And, Or)):
         return pred_indices(p.a) | pred_indices(p.b)
     return frozenset()
+
+
+def conjuncts(p: Pred) -> list[Pred]:
+    """The atoms of ``p``'s top-level conjunction (``true`` contributes none)."""
+    if isinstance(p, And):
+        return conjuncts(p.a) + conjuncts(p.b)
+    if isinstance(p, BoolConst) and p.value:
+        return []
+    return [p]
+
+
+def conjoin(preds: Sequence[Pred]) -> Pred:
+    """``p₁ ∧ p₂ ∧ …`` (``true`` for none)."""
+    if not preds:
+        return BoolConst(True)
+    out = preds[0]
+    for p in preds[1:]:
+        out = And(out, p)
+    return out
 
 
 def index_part(p: Pred) -> Pred:
@@ -1116,6 +1135,16 @@ def substitute_var(e: Expr, name: str, value: Expr) -> Expr:
         pred = map_pred(e.pred, lambda c: c, lambda x: substitute_var(x, name, value))
         return Bracket(pred, substitute_var(e.body, name, value))
     return e.rebuild(tuple(substitute_var(c, name, value) for c in e.children))
+
+
+def unshadowed(binder: Expr, taken: Container[str]) -> tuple[str, Expr]:
+    """A ⊞/Σ binder's index and body, the index renamed to a fresh name when ``taken`` already binds it
+    (so a walk that keeps one table of enclosing indices never confuses the two)."""
+    assert isinstance(binder, _Binder)
+    if binder.index in taken:
+        new = fresh(binder.index)
+        return new, substitute_indices(binder.body, {binder.index: index(new)})
+    return binder.index, binder.body
 
 
 def walk(e: Expr) -> Iterable[Expr]:
