@@ -32,6 +32,7 @@ from typing import Any
 
 from jacacc.errors import RegistryError, require_extra
 from jacacc.iverson.check import check
+from jacacc.iverson.interpret import COMPARE
 from jacacc.iverson.normalize import bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
     Access,
@@ -229,10 +230,10 @@ def _gather(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib
 def _pred(p: Pred, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Any:
     if isinstance(p, Cmp):
         lhs, rhs = _index_value(p.lhs, axes, lib), _index_value(p.rhs, axes, lib)
-        out = _compare(p.op, lhs, rhs)
+        out = COMPARE[p.op](lhs, rhs)
         return bool(out) if isinstance(lhs, int) and isinstance(rhs, int) else out
     if isinstance(p, DataCmp):
-        return _compare(p.op, _scalar(p.lhs, axes, env, lib), _scalar(p.rhs, axes, env, lib))
+        return COMPARE[p.op](_scalar(p.lhs, axes, env, lib), _scalar(p.rhs, axes, env, lib))
     if isinstance(p, (And, Or)):
         a, b = _pred(p.a, axes, env, lib), _pred(p.b, axes, env, lib)
         conjunction = isinstance(p, And)
@@ -242,15 +243,3 @@ def _pred(p: Pred, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) 
         return lib.logical_and(a, b) if conjunction else lib.logical_or(a, b)
     assert isinstance(p, BoolConst)
     return p.value
-
-
-def _compare(op: str, a: Any, b: Any) -> Any:
-    if op == "==":
-        return a == b
-    if op == "<":
-        return a < b
-    if op == "<=":
-        return a <= b
-    if op == ">":
-        return a > b
-    return a >= b

@@ -34,6 +34,7 @@ Examples
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,7 +73,8 @@ from jacacc.iverson.syntax import (
 
 __all__ = ["bind_arrays", "count_operations", "evaluate", "zeros_of"]
 
-COMPARE = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+#: comparison symbol -> Python operator (works on ints, floats and NumPy / JAX / PyTorch arrays alike)
+COMPARE = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def zeros_of(t: Type) -> Any:
