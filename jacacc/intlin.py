@@ -29,8 +29,8 @@ from fractions import Fraction
 Form = tuple[dict[str, int], int]
 
 __all__ = ["Form", "LoopBound", "NestedBounds", "SmithForm", "bounds_for", "ceil_div", "count_points_1d",
-           "determinant", "eliminate", "floor_div", "integer_feasible", "nested_bounds", "smith_normal_form",
-           "tighten"]
+           "determinant", "eliminate", "floor_div", "integer_feasible", "nested_bounds", "range_escape",
+           "smith_normal_form", "tighten"]
 
 
 def floor_div(a: int, b: int) -> int:
@@ -179,6 +179,20 @@ def integer_feasible(ineqs: Iterable[Form], eqs: Iterable[Form], box: Mapping[st
         return False
 
     return search(cons, variables)
+
+
+def range_escape(form: Form, extent: int, ineqs: Iterable[Form], eqs: Iterable[Form],
+                 box: Mapping[str, tuple[int, int]]) -> int | None:
+    """Where an index ``form`` can leave ``0 ≤ form < extent`` under the constraints: ``-1`` when it
+    can go below 0, ``extent`` when it can reach ``extent``, None when it stays in range (exact:
+    :func:`integer_feasible`)."""
+    coeffs, const = dict(form[0]), form[1]
+    ineqs = list(ineqs)
+    for bad, where in ((({v: -c for v, c in coeffs.items()}, -const - 1), -1),  # form ≤ -1
+                       ((coeffs, const - extent), extent)):  # form ≥ extent
+        if integer_feasible(ineqs + [bad], eqs, box):
+            return where
+    return None
 
 
 def count_points_1d(lower: list[tuple[int, int]], upper: list[tuple[int, int]], equal: list[tuple[int, int]],

@@ -45,7 +45,7 @@ from jacacc.elementwise.parse import (
     parse,
 )
 from jacacc.errors import RegistryError
-from jacacc.intlin import Form, integer_feasible
+from jacacc.intlin import Form, range_escape
 from jacacc.iverson.syntax import Affine as IvAffine
 
 __all__ = ["ElementwiseFunction", "define"]
@@ -216,14 +216,12 @@ class _Translator:
         names = set().union(*(a.names for a in node.indices)) | {v for c, _ in constraints for v in c}
         sub_box = {v: box[v] for v in names}
         for axis, (a, extent) in enumerate(zip(node.indices, shape, strict=True)):
-            form = dict(a.coeffs)
-            below = ({v: -c for v, c in form.items()}, -a.const - 1)  # a ≤ -1
-            above = (form, a.const - extent)  # a ≥ extent
-            for bad, what in ((below, "below 0"), (above, f"beyond {extent - 1}")):
-                if integer_feasible(constraints + [bad], [], sub_box):
-                    text = ", ".join(str(x) for x in node.indices)
-                    raise SourceError(f"{node.argument}[{text}] can read index {what} on axis {axis} "
-                                      f"(shape {shape}) at column {node.column}")
+            where = range_escape((dict(a.coeffs), a.const), extent, constraints, [], sub_box)
+            if where is not None:
+                what = "below 0" if where == -1 else f"beyond {extent - 1}"
+                text = ", ".join(str(x) for x in node.indices)
+                raise SourceError(f"{node.argument}[{text}] can read index {what} on axis {axis} "
+                                  f"(shape {shape}) at column {node.column}")
 
 
 def _negated(coeffs: tuple[tuple[str, int], ...]) -> dict[str, int]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from jacacc.intlin import Form, integer_feasible
+from jacacc.intlin import Form, range_escape
 from jacacc.iverson.syntax import (
     Access,
     Affine,
@@ -162,22 +162,19 @@ def _check_range(e: Access, extent: int, ctx: _Context, cache: dict) -> None:
     if key in cache:
         return
     box = {v: (0, n - 1) for v, n in ctx.binders.items()}
-    coeffs, const = form_of(e.idx)
+    form = form_of(e.idx)
     for case in _cases(ctx):
         ineqs, eqs = case_constraints(case)
-        relevant = {v for c, _ in ineqs + eqs for v in c} | set(coeffs)
-        sub_box = {v: box[v] for v in relevant}
-        below = ({v: -c for v, c in coeffs.items()}, -const - 1)  # idx <= -1
-        above = (dict(coeffs), const - extent)  # idx >= extent
-        for bad, what in ((below, "-1"), (above, str(extent))):
-            if integer_feasible(ineqs + [bad], eqs, sub_box):
-                rename = {new: index(old) for new, old in ctx.shown.items()}
-                read = substitute_indices(e, rename) if rename else e
-                bounds = ", ".join(f"{ctx.shown.get(v, v)} < {ctx.binders[v]}" for v in sorted(names))
-                guard = f" under [{' ∧ '.join(str(c) for c in case)}]" if case else ""
-                scope = f" ({bounds})" if bounds else ""
-                raise IvTypeError(f"read out of range: {_short(read)} with extent {extent} can read index {what}"
-                                  f"{'' if what == '-1' else ' or beyond'}{scope}{guard}")
+        relevant = {v for c, _ in ineqs + eqs for v in c} | set(form[0])
+        where = range_escape(form, extent, ineqs, eqs, {v: box[v] for v in relevant})
+        if where is not None:
+            rename = {new: index(old) for new, old in ctx.shown.items()}
+            read = substitute_indices(e, rename) if rename else e
+            bounds = ", ".join(f"{ctx.shown.get(v, v)} < {ctx.binders[v]}" for v in sorted(names))
+            guard = f" under [{' ∧ '.join(str(c) for c in case)}]" if case else ""
+            scope = f" ({bounds})" if bounds else ""
+            raise IvTypeError(f"read out of range: {_short(read)} with extent {extent} can read index {where}"
+                              f"{'' if where == -1 else ' or beyond'}{scope}{guard}")
     cache[key] = True
 
 
