@@ -87,7 +87,7 @@ def _dedupe(constraints: list[Form]) -> list[Form]:
 
 
 def bounds_for(constraints: Iterable[Form], var: str) -> tuple[list[tuple[int, Form]], list[tuple[int, Form]]]:
-    """Split constraints on ``var`` into lower bounds ``var ≥ ⌈-f/a⌉`` and upper bounds
+    """Split constraints on ``var`` into lower bounds ``var ≥ ⌈f/a⌉`` and upper bounds
     ``var ≤ ⌊f/b⌋``, each as ``(divisor, f)`` with ``f`` a form in the other variables."""
     lower: list[tuple[int, Form]] = []
     upper: list[tuple[int, Form]] = []
@@ -382,7 +382,7 @@ def determinant(a: Iterable[Iterable[int]]) -> int:
 
 @dataclass(frozen=True)
 class LoopBound:
-    """The range of one variable: ``max(⌈-f/a⌉ for (a, f) in lower) ≤ x ≤ min(⌊f/b⌋ for (b, f) in upper)``,
+    """The range of one variable: ``max(⌈f/a⌉ for (a, f) in lower) ≤ x ≤ min(⌊f/b⌋ for (b, f) in upper)``,
     each ``f`` a form in the variables outside it (and the parameters)."""
 
     variable: str

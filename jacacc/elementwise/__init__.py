@@ -1,13 +1,16 @@
-"""Elementwise-defined tensor functions (paper 000): parsing, evaluation and gradients.
+"""Elementwise-defined tensor functions and their derivatives (paper 000, Urban & van der Smagt).
 
-Work in progress (issue 16): :mod:`~jacacc.elementwise.parse` reads the
-source language with positions; :func:`define` builds the function on the
-tensor language of paper 001 (:mod:`jacacc.iverson`), which evaluates it and
-derives its vector-Jacobian products.  The gather-form derivative functions of
-§5, their kernels and the reproductions are not written yet.
+:func:`define` reads ``f[i, j] = …`` (:mod:`~jacacc.elementwise.parse`);
+``f.derivative(x)`` is the gather-form derivative of §5 with its new sums,
+Fourier–Motzkin bounds and integrality/solvability brackets
+(:mod:`~jacacc.elementwise.derive`, on :mod:`jacacc.intlin`), again an
+elementwise function and derivable again; ``f.vjp`` evaluates all of them and
+``f.compile("numba" | "cupy")`` builds one lock-free kernel per derivative
+(:mod:`~jacacc.elementwise.kernels`, :mod:`~jacacc.elementwise.compiled`).
 """
 
+from jacacc.elementwise.compiled import CompiledFunction
 from jacacc.elementwise.function import ElementwiseFunction, define
-from jacacc.elementwise.parse import SourceError, parse
+from jacacc.elementwise.parse import SourceError, parse, unparse
 
-__all__ = ["ElementwiseFunction", "SourceError", "define", "parse"]
+__all__ = ["CompiledFunction", "ElementwiseFunction", "SourceError", "define", "parse", "unparse"]

@@ -1,40 +1,48 @@
-"""Elementwise-defined functions on the tensor language: evaluation and vector-Jacobian products (paper 000 §5).
+"""Elementwise-defined functions: evaluation, gather-form derivatives and their kernels (paper 000 §5).
 
-A definition ``f[i, j] = g(a[A·(i, j) + b], …)`` becomes the program
-``⊞_i ⊞_j g(…)`` of :mod:`jacacc.iverson`; a sum ``sum(k, lo, hi, e)`` with
-bounds affine in the outer indices becomes a sum over a fixed range guarded by
-the bracket ``[lo ≤ k ≤ hi]``.  Every read is checked against its array's
-extent under the binders' ranges and the sum bounds, exactly over the
-integers (:mod:`jacacc.intlin`), and refused naming its column.  The
-vector-Jacobian product w.r.t. an argument is paper 001's adjoint of that
-program (``jacacc.iverson.adjoint``), simplified and compiled: for each
-element of ``da`` it gathers exactly the elements of ``df`` that read it,
-with no scatter, and an argument read under several maps gets the sum.
+:func:`define` reads ``f[i, j] = …`` (:mod:`~jacacc.elementwise.parse`) with the
+extents of its indices; ``f(**arrays)`` evaluates it, one element per
+iteration of a kernel (:mod:`~jacacc.elementwise.kernels`), after every read
+has been checked against its array's extent exactly over the integers (the
+binders' ranges, sum bounds and brackets: :mod:`jacacc.intlin`) and refused
+naming its column.  ``f.derivative(x)`` is the gather-form derivative of §5
+(:mod:`~jacacc.elementwise.derive`) — again an elementwise function, of the
+cotangent ``df`` and the arguments, printable, and derivable again — and
+``f.vjp(df, **arrays)`` evaluates one derivative per argument: each element of
+``dx`` gathers exactly the elements of ``df`` that read it, with no scatter and
+no atomics.  ``f.adjoint_vjp`` computes the same through paper 001's adjoint
+of the definition's tensor-language program (:mod:`jacacc.iverson`), an
+independent derivation the tests compare against.
 
 Examples
 --------
 >>> import numpy as np
->>> f = define("f[i] = x[i]**2 + x[2*i]", {"i": 3})
+>>> f = define("f[i] = x[i]**2 + x[2*i]", {"i": 3}, backend="python")
 >>> X = np.arange(6.0)
 >>> f(x=X)
 array([0., 3., 8.])
 >>> f.vjp(np.ones(3), x=X)["x"]
 array([1., 2., 5., 0., 1., 0.])
+>>> print(f.derivative("x"))
+dx[dx0] = [dx0 <= 2] * (2 * df[dx0] * x[dx0]) + [dx0 % 2 == 0 and dx0 // 2 <= 2] * df[dx0 // 2]
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 import jacacc.iverson as iv
+from jacacc.elementwise import derive, kernels
 from jacacc.elementwise.parse import (
     Affine,
     Binary,
     Call,
+    Condition,
     Definition,
+    Guard,
     Node,
     Number,
     Power,
@@ -44,48 +52,60 @@ from jacacc.elementwise.parse import (
     Unary,
     parse,
 )
+from jacacc.elementwise.system import Context
 from jacacc.errors import RegistryError
-from jacacc.intlin import Form, range_escape
+from jacacc.intlin import range_escape
 from jacacc.iverson.syntax import Affine as IvAffine
 
-__all__ = ["ElementwiseFunction", "define"]
+__all__ = ["BACKENDS", "ElementwiseFunction", "define"]
 
-BACKENDS = ("numba", "numpy")
+#: evaluation backends of :class:`ElementwiseFunction` (``f.compile`` adds "cupy")
+BACKENDS: dict[str, Callable] = {"numba": kernels.numba_kernel, "python": kernels.python_kernel}
 
 
 def define(source: str, sizes: Mapping[str, int], backend: str = "numba") -> ElementwiseFunction:
     """An elementwise-defined function from its source and the extents of its indices.
 
     ``sizes`` maps each index of the left side to its extent; the arguments'
-    shapes come from the arrays passed in.  ``backend`` compiles the programs
-    (:func:`jacacc.iverson.compile`).
+    shapes come from the arrays passed in.  ``backend`` runs the kernels:
+    ``"numba"`` (compiled, parallel) or ``"python"`` (the interpreter; slow, no compile time).
     """
-    return ElementwiseFunction(parse(source), sizes, backend)
+    definition = parse(source)
+    extents: dict[str, int | None] = {}
+    for name in definition.indices:
+        if name not in sizes:
+            column = definition.source.index(name, definition.source.index("["))
+            raise SourceError(f"the index {name} has no extent (sizes gives {sorted(sizes) or 'none'}) "
+                              f"at column {column}")
+        n = sizes[name]
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+            raise SourceError(f"the extent of {name} must be a positive integer, got {n!r}")
+        extents[name] = int(n)
+    unknown = set(sizes) - set(definition.indices)
+    if unknown:
+        raise SourceError(f"sizes names {sorted(unknown)}, which are not indices of {definition.name}")
+    return ElementwiseFunction(definition, extents, backend)
 
 
 class ElementwiseFunction:
-    """``f[i, j] = …``: call it with keyword arrays; :meth:`vjp` pulls a cotangent ``df`` back."""
+    """``f[i, j] = …``: call it with keyword arrays; :meth:`vjp` pulls a cotangent ``df`` back,
+    :meth:`derivative` gives the derivative as an elementwise function, :meth:`compile` kernels.
 
-    def __init__(self, definition: Definition, sizes: Mapping[str, int], backend: str = "numba") -> None:
+    ``sizes`` maps each index to its extent, or to None for a derivative's indices, whose
+    extents are the shape of the array named ``shape_of``.
+    """
+
+    def __init__(self, definition: Definition, sizes: Mapping[str, int | None], backend: str = "numba",
+                 shape_of: str | None = None) -> None:
         if backend not in BACKENDS:
             raise RegistryError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
         self.definition = definition
         self.backend = backend
-        extents = {}
-        for name in definition.indices:
-            if name not in sizes:
-                column = definition.source.index(name, definition.source.index("["))
-                raise SourceError(f"the index {name} has no extent (sizes gives {sorted(sizes) or 'none'}) "
-                                  f"at column {column}")
-            n = sizes[name]
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-                raise SourceError(f"the extent of {name} must be a positive integer, got {n!r}")
-            extents[name] = int(n)
-        unknown = set(sizes) - set(definition.indices)
-        if unknown:
-            raise SourceError(f"sizes names {sorted(unknown)}, which are not indices of {definition.name}")
-        self.sizes = extents
-        self.shape = tuple(extents[n] for n in definition.indices)
+        self.sizes = dict(sizes)
+        self.shape_of = shape_of
+        self._checked: set[tuple] = set()
+        self._kernel: Callable | None = None
+        self._derivatives: dict[tuple, ElementwiseFunction] = {}
         self._programs: dict[tuple, iv.Expr] = {}
 
     @property
@@ -94,18 +114,36 @@ class ElementwiseFunction:
 
     @property
     def arguments(self) -> list[str]:
+        """The arguments the definition reads, sorted."""
         return sorted(self.definition.arguments())
 
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The output shape (None for a derivative, whose shape is its argument's)."""
+        if any(self.sizes[n] is None for n in self.definition.indices):
+            return None
+        return tuple(self.sizes[n] for n in self.definition.indices)
+
+    @property
+    def cotangent(self) -> str:
+        """The name of the cotangent: ``df`` for ``f``."""
+        return derive.cotangent_name(self.name)
+
     def __repr__(self) -> str:
-        return f"<ElementwiseFunction {self.definition.source} with {self.sizes}>"
+        extents = self.sizes if self.shape_of is None else f"the shape of {self.shape_of}"
+        return f"<ElementwiseFunction {self.definition.source} over {extents}>"
 
     def __str__(self) -> str:
         return self.definition.source
 
-    # ------------------------------------------------------------------ programs
+    # ------------------------------------------------------------------ shapes and checks
     def shapes_of(self, arrays: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """The shapes of the arrays this function reads (and of ``shape_of``), checked against the ranks."""
         shapes = {}
-        for name, rank in self.definition.arguments().items():
+        needed = dict(self.definition.arguments())
+        if self.shape_of is not None:
+            needed.setdefault(self.shape_of, len(self.definition.indices))
+        for name, rank in needed.items():
             if name not in arrays:
                 raise SourceError(f"no array given for the argument {name!r} of {self.name}")
             shape = np.shape(arrays[name])
@@ -115,42 +153,119 @@ class ElementwiseFunction:
             shapes[name] = tuple(int(s) for s in shape)
         return shapes
 
+    def output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+        return self.shape if self.shape_of is None else shapes[self.shape_of]
+
+    def check(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Refuse (naming the read and its column) any read that can leave its array for these shapes."""
+        key = tuple(sorted(shapes.items()))
+        if key in self._checked:
+            return
+        sizes = dict(zip(self.definition.indices, self.output_shape(shapes), strict=True))
+        context = Context.of_function(self.definition.indices, sizes)
+        for read, ctx in reads_in(self.definition.body, context):
+            sys = ctx.system()
+            forms = [sys.linear(a) for a in read.indices]
+            box = sys.box(ctx)
+            for axis, (form, extent) in enumerate(zip(forms, shapes[read.argument], strict=True)):
+                where = range_escape(form, extent, sys.ineqs, sys.eqs, box)
+                if where is not None:
+                    what = "below 0" if where == -1 else f"beyond {extent - 1}"
+                    text = ", ".join(str(x) for x in read.indices)
+                    raise SourceError(f"{read.argument}[{text}] can read index {what} on axis {axis} "
+                                      f"(shape {shapes[read.argument]}) at column {read.column}")
+        self._checked.add(key)
+
+    # ------------------------------------------------------------------ evaluation
+    def __call__(self, **arrays: Any) -> np.ndarray:
+        shapes = self.shapes_of(arrays)
+        self.check(shapes)
+        if self._kernel is None:
+            self._kernel = BACKENDS[self.backend](self.definition, self.arguments)
+        out = np.empty(self.output_shape(shapes))
+        self._kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in self.arguments))
+        return out
+
+    def derivative(self, argument: str, shape: tuple[int, ...] | None = None) -> ElementwiseFunction:
+        """The gather-form derivative ``d<argument>`` (paper 000 §5.3, Algorithm 4): an elementwise
+        function of the cotangent ``d<name>`` and the arguments, with the shape of ``argument``.
+        Given that ``shape``, brackets that hold on all of it are left out."""
+        key = (argument, None if shape is None else tuple(shape))
+        if key not in self._derivatives:
+            definition = derive.derivative(self.definition, argument, self.sizes, key[1])
+            self._derivatives[key] = ElementwiseFunction(
+                definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)
+        return self._derivatives[key]
+
+    def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
+        """Gradients of ``Σ df ⊙ f`` w.r.t. every argument (each with its array's shape), each by its
+        gather-form derivative."""
+        shapes = self.shapes_of(arrays)
+        df = self._cotangent(df, shapes)
+        self.check(shapes)
+        inputs = {**arrays, self.cotangent: df}
+        return {name: self.derivative(name, shape)(**inputs) for name, shape in shapes.items()
+                if name in self.definition.arguments()}
+
+    def _cotangent(self, df: Any, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
+        df = np.asarray(df, dtype=np.float64)
+        expected = self.output_shape(shapes)
+        if df.shape != expected:
+            raise SourceError(f"the cotangent {self.cotangent} must have shape {expected}, got {df.shape}")
+        return df
+
+    def compile(self, backend: str = "numba") -> Any:
+        """Kernels for this function and its derivatives: ``"numba"`` or ``"cupy"``
+        (:class:`~jacacc.elementwise.compiled.CompiledFunction`)."""
+        from jacacc.elementwise.compiled import CompiledFunction
+
+        return CompiledFunction(self, backend)
+
+    # ------------------------------------------------------------------ paper 001's adjoint
     def program(self, shapes: Mapping[str, tuple[int, ...]]) -> iv.Expr:
-        """The iverson program of this function for the given argument shapes (cached)."""
+        """The :mod:`jacacc.iverson` program of this function for the given argument shapes (cached)."""
         key = tuple(sorted(shapes.items()))
         if key not in self._programs:
+            self.check(shapes)
+            extents = dict(zip(self.definition.indices, self.output_shape(shapes), strict=True))
             translator = _Translator(self.definition, dict(shapes))
-            body = translator.scalar(self.definition.body, {n: iv.index(n) for n in self.definition.indices},
-                                     {n: (0, self.sizes[n] - 1) for n in self.definition.indices}, [])
-            expr = body
+            box = {n: (0, extents[n] - 1) for n in self.definition.indices}
+            expr = translator.scalar(self.definition.body, {n: iv.index(n) for n in self.definition.indices}, box)
             for name in reversed(self.definition.indices):
-                expr = iv.gen(name, self.sizes[name], expr)
+                expr = iv.gen(name, extents[name], expr)
             self._programs[key] = expr
         return self._programs[key]
 
-    def __call__(self, **arrays: Any) -> np.ndarray:
+    def adjoint_vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
+        """:meth:`vjp` through paper 001's adjoint of :meth:`program` (compiled with NumPy): an
+        independent derivation.  Definitions with floor quotients or divisibility brackets have no
+        translation (the tensor language has no floor division) and are refused."""
         shapes = self.shapes_of(arrays)
-        kernel = iv.compile(self.program(shapes), backend=self.backend)
-        return kernel(**{n: arrays[n] for n in shapes})
-
-    def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
-        """Gradients of ``Σ df ⊙ f`` w.r.t. every argument (each with its array's shape)."""
-        shapes = self.shapes_of(arrays)
-        df = np.asarray(df, dtype=np.float64)
-        if df.shape != self.shape:
-            raise SourceError(f"the cotangent d{self.name} must have shape {self.shape}, got {df.shape}")
+        df = self._cotangent(df, shapes)
         program = self.program(shapes)
-        cotangent = iv.var("d" + self.name, self.shape)
+        cotangent = iv.var(self.cotangent, df.shape)
         out = {}
-        for name, shape in shapes.items():
-            gradient = iv.adjoint(program, iv.var(name, shape), cotangent)
-            kernel = iv.compile(gradient, backend=self.backend)
-            out[name] = kernel(**{n: arrays[n] for n in shapes}, **{"d" + self.name: df})
+        for name in self.definition.arguments():
+            gradient = iv.adjoint(program, iv.var(name, shapes[name]), cotangent)
+            kernel = iv.compile(gradient, backend="numpy")
+            out[name] = kernel(**{n: arrays[n] for n in self.definition.arguments()}, **{self.cotangent: df})
         return out
 
 
+def reads_in(node: Node, context: Context) -> Iterator[tuple[Read, Context]]:
+    """Every read under ``node`` with its context (the sums and brackets around it)."""
+    if isinstance(node, Read):
+        yield node, context
+        return
+    inner = context.inside(node)
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            yield from reads_in(sub, inner)
+
+
 class _Translator:
-    """Source tree → iverson expression, checking every read against its array's extent."""
+    """Source tree → iverson expression (reads were checked by :meth:`ElementwiseFunction.check`)."""
 
     def __init__(self, definition: Definition, shapes: dict[str, tuple[int, ...]]) -> None:
         self.definition = definition
@@ -160,42 +275,57 @@ class _Translator:
     def index(self, a: Affine, env: Mapping[str, IvAffine]) -> IvAffine:
         total = IvAffine((), a.const)
         for name, c in a.coeffs:
+            if not isinstance(name, str):
+                raise SourceError(f"{self.definition.name} has the floor quotient {name}, which the tensor "
+                                  f"language cannot express")
             total = total + c * env[name]
         return total
 
-    def scalar(self, node: Node, env: Mapping[str, IvAffine], box: Mapping[str, tuple[int, int]],
-               constraints: list[Form]) -> iv.Expr:
+    def scalar(self, node: Node, env: Mapping[str, IvAffine], box: Mapping[str, tuple[int, int]]) -> iv.Expr:
         if isinstance(node, Number):
             return iv.const(node.value)
         if isinstance(node, Read):
-            self.check_read(node, box, constraints)
             target: iv.Expr = iv.var(node.argument, self.shapes[node.argument])
             return target[tuple(self.index(a, env) for a in node.indices)]
         if isinstance(node, Unary):
-            return -self.scalar(node.operand, env, box, constraints)
+            return -self.scalar(node.operand, env, box)
         if isinstance(node, Binary):
-            a = self.scalar(node.left, env, box, constraints)
-            b = self.scalar(node.right, env, box, constraints)
+            a = self.scalar(node.left, env, box)
+            b = self.scalar(node.right, env, box)
             if node.op == "+":
                 return a + b
             if node.op == "-":
                 return a - b
             return a * b if node.op == "*" else a / b
         if isinstance(node, Power):
-            return _power(self.scalar(node.base, env, box, constraints), node.exponent)
+            return _power(self.scalar(node.base, env, box), node.exponent)
         if isinstance(node, Call):
-            x = self.scalar(node.argument, env, box, constraints)
+            x = self.scalar(node.argument, env, box)
             if node.function == "abs":
                 return iv.relu(x) + iv.relu(-x)
+            if node.function == "sign":
+                return iv.bracket(x > 0) * 1.0 - iv.bracket(x < 0) * 1.0
             return getattr(iv, node.function)(x)
         if isinstance(node, Summation):
-            return self.summation(node, env, box, constraints)
+            return self.summation(node, env, box)
+        if isinstance(node, Guard):
+            return iv.bracket(self.predicate(node.conditions, env)) * self.scalar(node.body, env, box)
         raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
 
-    def summation(self, node: Summation, env: Mapping[str, IvAffine], box: Mapping[str, tuple[int, int]],
-                  constraints: list[Form]) -> iv.Expr:
-        lo = _interval(node.lower, box)[0]
-        hi = _interval(node.upper, box)[1]
+    def predicate(self, conditions: tuple[Condition, ...], env: Mapping[str, IvAffine]) -> Any:
+        out = None
+        for c in conditions:
+            if c.relation == "%":
+                raise SourceError(f"{self.definition.name} has the divisibility bracket {c}, which the tensor "
+                                  f"language cannot express")
+            form = self.index(c.form, env)
+            p = (form == 0) if c.relation == "==" else (form >= 0)
+            out = p if out is None else out & p
+        return out
+
+    def summation(self, node: Summation, env: Mapping[str, IvAffine], box: Mapping[str, tuple[int, int]]) -> iv.Expr:
+        lo = max(-(-_interval(lim.numerator, box)[0] // lim.divisor) for lim in node.lower)
+        hi = min(_interval(lim.numerator, box)[1] // lim.divisor for lim in node.upper)
         if hi < lo:
             return iv.const(0.0)  # every range of the sum is empty
         self.serial += 1
@@ -203,38 +333,20 @@ class _Translator:
         k = iv.index(slot) + lo
         inner_env = {**env, node.index: k}
         inner_box = {**box, node.index: (lo, hi)}
-        lower = self.index(node.lower, env)
-        upper = self.index(node.upper, env)
-        # lo ≤ k ≤ hi, as constraints on the source's names for the range checks of reads inside
-        bounds = [({**_negated(node.lower.coeffs), node.index: 1}, -node.lower.const),
-                  ({**dict(node.upper.coeffs), node.index: -1}, node.upper.const)]
-        body = self.scalar(node.body, inner_env, inner_box, constraints + bounds)
-        return iv.sum(slot, hi - lo + 1, iv.bracket((k >= lower) & (k <= upper)) * body)
-
-    def check_read(self, node: Read, box: Mapping[str, tuple[int, int]], constraints: list[Form]) -> None:
-        shape = self.shapes[node.argument]
-        names = set().union(*(a.names for a in node.indices)) | {v for c, _ in constraints for v in c}
-        sub_box = {v: box[v] for v in names}
-        for axis, (a, extent) in enumerate(zip(node.indices, shape, strict=True)):
-            where = range_escape((dict(a.coeffs), a.const), extent, constraints, [], sub_box)
-            if where is not None:
-                what = "below 0" if where == -1 else f"beyond {extent - 1}"
-                text = ", ".join(str(x) for x in node.indices)
-                raise SourceError(f"{node.argument}[{text}] can read index {what} on axis {axis} "
-                                  f"(shape {shape}) at column {node.column}")
-
-
-def _negated(coeffs: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    return {v: -c for v, c in coeffs}
+        bounds = None
+        for lim in node.lower:  # d·k ≥ n
+            p = lim.divisor * k >= self.index(lim.numerator, env)
+            bounds = p if bounds is None else bounds & p
+        for lim in node.upper:  # d·k ≤ n
+            bounds = bounds & (lim.divisor * k <= self.index(lim.numerator, env))
+        body = self.scalar(node.body, inner_env, inner_box)
+        return iv.sum(slot, hi - lo + 1, iv.bracket(bounds) * body)
 
 
 def _interval(a: Affine, box: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
-    lo = hi = a.const
-    for v, c in a.coeffs:
-        low, high = box[v]
-        lo += min(c * low, c * high)
-        hi += max(c * low, c * high)
-    return lo, hi
+    from jacacc.elementwise.system import interval
+
+    return interval(a, box)
 
 
 def _power(x: iv.Expr, p: float) -> iv.Expr:

@@ -24,16 +24,17 @@ jacacc.elementwise.parse.SourceError: index x[i * j] is not affine in the indice
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from jacacc.errors import JacaccError
 
-__all__ = ["FUNCTIONS", "Affine", "Binary", "Call", "Definition", "Node", "Number", "Power", "Read", "SourceError",
-           "Summation", "Unary", "parse"]
+__all__ = ["FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard", "Limit", "Node", "Number",
+           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "parse", "unparse", "walk"]
 
 #: the scalar functions the language knows
-FUNCTIONS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs")
+#: (``sign``, the derivative of ``abs``, keeps derivatives in the language)
+FUNCTIONS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "sign")
 
 
 class SourceError(JacaccError, ValueError):
@@ -42,14 +43,19 @@ class SourceError(JacaccError, ValueError):
 
 @dataclass(frozen=True)
 class Affine:
-    """``Σ coeffs[v]·v + const`` over index names."""
+    """``Σ coeffs[v]·v + const``: ``v`` an index name or a :class:`Quotient` ``⌊n / m⌋`` of another Affine."""
 
-    coeffs: tuple[tuple[str, int], ...]
+    coeffs: tuple[tuple[str | Quotient, int], ...]
     const: int
 
     @staticmethod
-    def make(coeffs: dict[str, int], const: int) -> Affine:
-        return Affine(tuple(sorted((v, c) for v, c in coeffs.items() if c)), const)
+    def make(coeffs: Mapping[str | Quotient, int], const: int) -> Affine:
+        return Affine(tuple(sorted(((v, int(c)) for v, c in coeffs.items() if c), key=lambda t: str(t[0]))),
+                      int(const))
+
+    @staticmethod
+    def of(name: str | Quotient) -> Affine:
+        return Affine(((name, 1),), 0)
 
     def __add__(self, other: Affine) -> Affine:
         merged = dict(self.coeffs)
@@ -57,22 +63,137 @@ class Affine:
             merged[v] = merged.get(v, 0) + c
         return Affine.make(merged, self.const + other.const)
 
+    def __sub__(self, other: Affine) -> Affine:
+        return self + other.scale(-1)
+
     def scale(self, k: int) -> Affine:
         return Affine.make({v: c * k for v, c in self.coeffs}, self.const * k)
 
     @property
     def names(self) -> set[str]:
-        return {v for v, _ in self.coeffs}
+        """Every index name in the form, inside quotients too."""
+        out: set[str] = set()
+        for v, _ in self.coeffs:
+            out |= v.numerator.names if isinstance(v, Quotient) else {v}
+        return out
+
+    def quotients(self) -> list[Quotient]:
+        """The quotients of the form, innermost first."""
+        out: list[Quotient] = []
+        for v, _ in self.coeffs:
+            if isinstance(v, Quotient):
+                out += [q for q in v.numerator.quotients() if q not in out]
+                if v not in out:
+                    out.append(v)
+        return out
+
+    def substitute(self, env: Mapping[str, Affine]) -> Affine:
+        """The form with each index ``v`` in ``env`` replaced by ``env[v]`` (inside quotients too)."""
+        total = Affine.make({}, self.const)
+        for v, c in self.coeffs:
+            if isinstance(v, Quotient):
+                total = total + Affine.of(Quotient(v.numerator.substitute(env), v.divisor)).scale(c)
+            else:
+                total = total + (env[v] if v in env else Affine.of(v)).scale(c)
+        return total.folded()
+
+    def folded(self) -> Affine:
+        """The form with each quotient whose divisor divides every coefficient of its numerator evaluated."""
+        total = Affine.make({}, self.const)
+        for v, c in self.coeffs:
+            if isinstance(v, Quotient):
+                n = v.numerator.folded()
+                if all(k % v.divisor == 0 for _, k in n.coeffs):
+                    whole = Affine.make({w: k // v.divisor for w, k in n.coeffs}, n.const // v.divisor)
+                    total = total + whole.scale(c)
+                    continue
+                total = total + Affine.of(Quotient(n, v.divisor)).scale(c)
+            else:
+                total = total + Affine.of(v).scale(c)
+        return total
+
+    def value(self, env: Mapping[str, int]) -> int:
+        return self.const + sum(c * (v.value(env) if isinstance(v, Quotient) else env[v]) for v, c in self.coeffs)
 
     def __str__(self) -> str:
-        parts = []
-        for v, c in self.coeffs:
-            term = v if abs(c) == 1 else f"{abs(c)}*{v}"
-            parts.append(("-" if c < 0 else "+") + term)
-        if self.const or not parts:
-            parts.append(("-" if self.const < 0 else "+") + str(abs(self.const)))
-        text = " ".join(p[0] + " " + p[1:] for p in parts).strip()
-        return text[2:] if text.startswith("+ ") else "-" + text[2:] if text.startswith("- ") else text
+        # positive terms first ("2 - i", "j - i + 1"), the constant last unless it leads the positives
+        terms = [(c, f"{abs(c)}*{_atom(v)}" if abs(c) != 1 else str(v)) for v, c in self.coeffs]
+        positive = [t for c, t in terms if c > 0]
+        negative = [t for c, t in terms if c < 0]
+        if self.const > 0 and not positive:
+            positive = [str(self.const)]
+        elif self.const > 0:
+            positive.append(str(self.const))
+        elif self.const < 0:
+            negative.append(str(-self.const))
+        if not positive and not negative:
+            return "0"
+        if positive:
+            head = positive[0]
+        else:  # unary minus binds tighter than //: -(n // m) needs its parentheses
+            first = negative.pop(0)
+            head = f"-({first})" if "//" in first else f"-{first}"
+        return " ".join([head, *(f"+ {t}" for t in positive[1:]), *(f"- {t}" for t in negative)])
+
+
+@dataclass(frozen=True)
+class Quotient:
+    """``⌊numerator / divisor⌋`` (floor division, ``divisor ≥ 2``): an index of a derivative where an
+    integer system has an elementary divisor above 1, guarded there by ``numerator % divisor == 0``."""
+
+    numerator: Affine
+    divisor: int
+
+    def value(self, env: Mapping[str, int]) -> int:
+        return self.numerator.value(env) // self.divisor
+
+    def __str__(self) -> str:
+        return f"{_atom(self.numerator)} // {self.divisor}"
+
+
+def _atom(x: Affine | Quotient | str) -> str:
+    """``x`` as an operand of ``*``, ``//`` or ``%``: parenthesized unless a name or a number."""
+    text = str(x)
+    return text if text.isidentifier() or text.lstrip("-").isdigit() else f"({text})"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``form == 0``, ``form >= 0`` or ``form % modulus == 0`` (relation ``"=="``, ``">="``, ``"%"``)."""
+
+    form: Affine
+    relation: str
+    modulus: int = 0
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        v = self.form.value(env)
+        return v == 0 if self.relation == "==" else v >= 0 if self.relation == ">=" else v % self.modulus == 0
+
+    def __str__(self) -> str:
+        if self.relation == "%":
+            return f"{_atom(self.form)} % {self.modulus} == 0"
+        left = Affine.make({v: c for v, c in self.form.coeffs if c > 0}, max(self.form.const, 0))
+        right = Affine.make({v: -c for v, c in self.form.coeffs if c < 0}, max(-self.form.const, 0))
+        if self.relation == ">=" and not left.coeffs:
+            return f"{right} <= {left}"
+        return f"{left} {self.relation} {right}"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """``⌈numerator / divisor⌉`` as a lower bound, ``⌊numerator / divisor⌋`` as an upper bound."""
+
+    numerator: Affine
+    divisor: int = 1
+
+    def text(self, lower: bool) -> str:
+        if self.divisor == 1:
+            return str(self.numerator)
+        return f"{'ceil' if lower else 'floor'}({_atom(self.numerator)} / {self.divisor})"
+
+    def value(self, env: Mapping[str, int], lower: bool) -> int:
+        n = self.numerator.value(env)
+        return -((-n) // self.divisor) if lower else n // self.divisor
 
 
 @dataclass(frozen=True)
@@ -117,9 +238,19 @@ class Call(Node):
 
 @dataclass(frozen=True)
 class Summation(Node):
+    """``Σ_{max(lower) ≤ index ≤ min(upper)} body`` (a lower bound rounds up, an upper bound down)."""
+
     index: str
-    lower: Affine
-    upper: Affine
+    lower: tuple[Limit, ...]
+    upper: tuple[Limit, ...]
+    body: Node
+
+
+@dataclass(frozen=True)
+class Guard(Node):
+    """``[c₁ and c₂ …] * body``: an Iverson bracket of index conditions (0 where one fails)."""
+
+    conditions: tuple[Condition, ...]
     body: Node
 
 
@@ -131,6 +262,9 @@ class Definition:
     indices: tuple[str, ...]
     body: Node
     source: str
+
+    def __str__(self) -> str:
+        return self.source
 
     def arguments(self) -> dict[str, int]:
         """Argument name → number of indices it is read with."""
@@ -193,6 +327,8 @@ class _Parser:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.expression(node.operand, bound)
             return Unary(col, inner) if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and isinstance(node.left, ast.List):
+            return self.guard(node, bound)
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
                 return Power(col, self.expression(node.left, bound), self.exponent(node.right))
@@ -221,6 +357,9 @@ class _Parser:
             if len(node.args) != 1:
                 raise self.fail(f"{node.func.id} takes one argument, got {len(node.args)}", node)
             return Call(col, node.func.id, self.expression(node.args[0], bound))
+        if isinstance(node, ast.List):
+            raise self.fail(f"a bracket {ast.unparse(node)} must be the left factor of a product, "
+                            f"like [i == j] * x[i]", node)
         if isinstance(node, ast.Name):
             what = "an index" if node.id in bound else "an argument" if node.id else "a name"
             raise self.fail(f"{node.id} is {what} and cannot be used as a value (read arguments as "
@@ -247,9 +386,68 @@ class _Parser:
         name = index_node.id
         if name in bound:
             raise self.fail(f"the summation index {name} is already bound", index_node)
-        lower = self.affine(lo, bound, "the sum bound")
-        upper = self.affine(hi, bound, "the sum bound")
+        lower = self.limits(lo, bound, lower=True)
+        upper = self.limits(hi, bound, lower=False)
         return Summation(node.col_offset, name, lower, upper, self.expression(body, bound | {name}))
+
+    def guard(self, node: ast.BinOp, bound: set[str]) -> Guard:
+        """``[conditions] * body``: comparisons of affine index expressions (chains allowed) joined by
+        ``and``, or a divisibility ``n % m == 0``."""
+        bracket = node.left
+        if len(bracket.elts) != 1:
+            raise self.fail("a bracket holds one condition, like [i == j] or [i <= j and j < 4]", bracket)
+        cond = bracket.elts[0]
+        parts = cond.values if isinstance(cond, ast.BoolOp) and isinstance(cond.op, ast.And) else [cond]
+        conditions: list[Condition] = []
+        for part in parts:
+            conditions += self.comparison(part, bound)
+        return Guard(node.col_offset, tuple(conditions), self.expression(node.right, bound))
+
+    def comparison(self, node: ast.AST, bound: set[str]) -> list[Condition]:
+        if not isinstance(node, ast.Compare):
+            raise self.fail(f"a bracket condition must compare index expressions, got {ast.unparse(node)}", node)
+        left = node.left
+        if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
+            modulus = self.positive_constant(left.right, "a modulus")
+            zero = node.comparators[0]
+            if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq) or not (
+                    isinstance(zero, ast.Constant) and zero.value == 0):
+                raise self.fail("a divisibility condition reads n % m == 0", node)
+            return [Condition(self.affine(left.left, bound, "a bracket condition"), "%", modulus)]
+        out = []
+        terms = [self.affine(t, bound, "a bracket condition") for t in [left, *node.comparators]]
+        for op, a, b in zip(node.ops, terms, terms[1:], strict=False):
+            if isinstance(op, ast.Eq):
+                out.append(Condition(a - b, "=="))
+            elif isinstance(op, (ast.GtE, ast.Gt)):
+                out.append(Condition(a - b - Affine.make({}, int(isinstance(op, ast.Gt))), ">="))
+            elif isinstance(op, (ast.LtE, ast.Lt)):
+                out.append(Condition(b - a - Affine.make({}, int(isinstance(op, ast.Lt))), ">="))
+            else:
+                raise self.fail(f"unsupported comparison {type(op).__name__} in a bracket (use == < <= > >=)", node)
+        return out
+
+    def positive_constant(self, node: ast.AST, what: str) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool) \
+                and node.value > 0:
+            return node.value
+        raise self.fail(f"{what} must be a positive integer constant, got {ast.unparse(node)}", node)
+
+    def limits(self, node: ast.AST, bound: set[str], lower: bool) -> tuple[Limit, ...]:
+        """A sum bound: an affine expression, ``ceil(n / d)`` (lower) or ``floor(n / d)`` (upper), or
+        ``max(…)`` of lower / ``min(…)`` of upper limits."""
+        combine, rounding = ("max", "ceil") if lower else ("min", "floor")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            if node.func.id == combine and node.args:
+                return tuple(limit for arg in node.args for limit in self.limits(arg, bound, lower))
+            if node.func.id == rounding and len(node.args) == 1 and isinstance(node.args[0], ast.BinOp) \
+                    and isinstance(node.args[0].op, ast.Div):
+                numerator = self.affine(node.args[0].left, bound, "the sum bound")
+                return (Limit(numerator, self.positive_constant(node.args[0].right, "a bound's divisor")),)
+            if node.func.id in ("max", "min", "ceil", "floor"):
+                raise self.fail(f"a {'lower' if lower else 'upper'} sum bound may use {combine}(…) and "
+                                f"{rounding}(n / d), not {node.func.id}", node)
+        return (Limit(self.affine(node, bound, "the sum bound")),)
 
     def affine(self, node: ast.AST, bound: set[str], what: str) -> Affine:
         """An integer-affine expression of the bound indices."""
@@ -271,4 +469,60 @@ class _Parser:
                 raise self.fail(f"{what} is not affine in the indices (a product of two indices)", node)
             constant, other = (left, right) if not left.coeffs else (right, left)
             return other.scale(constant.const)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+            numerator = self.affine(node.left, bound, what)
+            divisor = self.positive_constant(node.right, "a floor division's divisor")
+            return numerator if divisor == 1 else Affine.of(Quotient(numerator, divisor)).folded()
         raise self.fail(f"{what} is not affine in the indices: {ast.unparse(node)}", node)
+
+
+# ----------------------------------------------------------------------------- printing
+
+_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+
+def unparse(definition: Definition) -> str:
+    """The source text of a definition: :func:`parse` reads it back to the same tree (up to columns).
+
+    Examples
+    --------
+    >>> unparse(parse("f[i] = -x[i]**2 * sum(k, 0, i, y[k] / (1 + y[k]))"))
+    'f[i] = -x[i]**2 * sum(k, 0, i, y[k] / (1 + y[k]))'
+    """
+    return f"{definition.name}[{', '.join(definition.indices)}] = {expression_text(definition.body)}"
+
+
+def expression_text(node: Node, context: int = 0) -> str:
+    """``node`` in the source language, parenthesized where its precedence is below ``context``."""
+    if isinstance(node, Number):
+        text = repr(node.value) if not float(node.value).is_integer() else str(int(node.value))
+        return f"({text})" if node.value < 0 and context > 2 else text
+    if isinstance(node, Read):
+        return f"{node.argument}[{', '.join(str(a) for a in node.indices)}]"
+    if isinstance(node, Call):
+        return f"{node.function}({expression_text(node.argument)})"
+    if isinstance(node, Summation):
+        lo = _limits_text(node.lower, lower=True)
+        hi = _limits_text(node.upper, lower=False)
+        return f"sum({node.index}, {lo}, {hi}, {expression_text(node.body)})"
+    if isinstance(node, Power):
+        exponent = int(node.exponent) if float(node.exponent).is_integer() else node.exponent
+        text = f"{expression_text(node.base, 5)}**{exponent if exponent >= 0 else f'({exponent})'}"
+        return f"({text})" if context > 4 else text
+    if isinstance(node, Unary):
+        text = f"-{expression_text(node.operand, 3)}"
+        return f"({text})" if context > 3 else text
+    if isinstance(node, Guard):
+        text = f"[{' and '.join(str(c) for c in node.conditions)}] * {expression_text(node.body, 3)}"
+        return f"({text})" if context > 2 else text
+    if isinstance(node, Binary):
+        prec = _PREC[node.op]
+        right_context = prec + 1 if node.op in "-/" or isinstance(node.right, Guard) else prec
+        text = f"{expression_text(node.left, prec)} {node.op} {expression_text(node.right, right_context)}"
+        return f"({text})" if context > prec else text
+    raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
+
+
+def _limits_text(limits: tuple[Limit, ...], lower: bool) -> str:
+    texts = [limit.text(lower) for limit in limits]
+    return texts[0] if len(texts) == 1 else f"{'max' if lower else 'min'}({', '.join(texts)})"

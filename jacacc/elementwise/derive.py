@@ -1,0 +1,468 @@
+"""Gather-form derivatives of elementwise definitions (paper 000 §5, Algorithm 4).
+
+For ``f[α] = f̄(…, x[A·α + b], …)`` and a cotangent ``df``,
+``dx[β] = Σ_{α : A·α + b = β} df[α] · ∂f̄/∂x[A·α + b]``.  Each read of ``x``
+(an *occurrence*; an argument read under several maps has several) gives one
+term.  Sums and brackets on the way from the root to the read add their
+indices and constraints to α (§5.2: the sum symbol is removed and its index
+appended to α), and the integer system ``A·α = β − b`` (with the
+equalities of enclosing brackets and divisibility auxiliaries) is solved by
+the Smith normal form ``S = U·M·V`` (§4.1): it is solvable iff the rows of
+``U·(β − b)`` past the rank vanish (the cokernel condition, a bracket
+``[… == 0]``) and each elementary divisor ``s_r`` divides its row (a bracket
+``[… % s_r == 0]``, after which ``⌊…/s_r⌋`` is exact), and then
+``α = I·β + K·z``.  The kernel basis is brought to echelon form so that an
+index left free by the read keeps its name (``sum(j, …)``) and the particular
+solution is zero where a kernel column has a unit pivot (so ``i = dd0 − z``,
+``k = z`` in §6).  The ranges of ``z`` are Fourier–Motzkin bounds of the
+context's constraints (§4.2, eq. 45); constraints without ``z`` become
+brackets.  The result is again a definition of the language, so it can be
+derived again (§5.3).
+
+Examples
+--------
+>>> from jacacc.elementwise.parse import parse
+>>> d = parse("f[i, j] = exp(x[i + j])")
+>>> print(derivative(d, "x", {"i": 3, "j": 4}))
+dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from jacacc.elementwise.parse import (
+    Affine,
+    Binary,
+    Call,
+    Condition,
+    Definition,
+    Guard,
+    Limit,
+    Node,
+    Number,
+    Power,
+    Quotient,
+    Read,
+    SourceError,
+    Summation,
+    Unary,
+    unparse,
+    walk,
+)
+from jacacc.elementwise.system import Context, interval
+from jacacc.intlin import Form, nested_bounds, smith_normal_form
+
+__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "substitute"]
+
+
+def cotangent_name(function: str) -> str:
+    """The cotangent of ``f`` is ``df``."""
+    return "d" + function
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One read of the argument: the read, ``∂f̄/∂read`` as a product of ``factors`` and its context."""
+
+    read: Read
+    factors: tuple[Node, ...]
+    context: Context
+
+
+# ----------------------------------------------------------------------------- the chain rule (§2)
+
+
+def product(factors: list[Node]) -> Node:
+    """``Π factors`` with the numbers folded into one leading coefficient (none for 1, a unary
+    minus for −1) and nested products flattened."""
+    flat: list[Node] = []
+    coefficient = 1.0
+    stack = list(reversed(factors))
+    while stack:
+        f = stack.pop()
+        if isinstance(f, Binary) and f.op == "*":
+            stack += [f.right, f.left]
+        elif isinstance(f, Number):
+            coefficient *= f.value
+        elif isinstance(f, Unary):
+            coefficient = -coefficient
+            stack.append(f.operand)
+        else:
+            flat.append(f)
+    if coefficient == 0.0 or not flat:
+        return Number(0, coefficient)
+    out = flat[0]
+    for f in flat[1:]:
+        out = Binary(0, "*", out, f)
+    if coefficient == 1.0:
+        return out
+    if coefficient == -1.0:
+        return Unary(0, out)
+    return Binary(0, "*", Number(0, coefficient), out)
+
+
+def _local(node: Node, child: str) -> Node | None:
+    """``∂node/∂child`` as an expression of the node's operands (None for 1)."""
+    if isinstance(node, Unary):
+        return Number(0, -1.0)
+    if isinstance(node, Binary):
+        left, right = node.left, node.right
+        if node.op == "+":
+            return None
+        if node.op == "-":
+            return None if child == "left" else Number(0, -1.0)
+        if node.op == "*":
+            return right if child == "left" else left
+        if child == "left":  # ∂(l/r)/∂l = 1/r
+            return Binary(0, "/", Number(0, 1.0), right)
+        return Unary(0, Binary(0, "/", left, Power(0, right, 2.0)))  # -l/r²
+    if isinstance(node, Power):
+        p = node.exponent
+        if p == 1.0:
+            return None
+        if p == 0.0:
+            return Number(0, 0.0)
+        return Binary(0, "*", Number(0, p), node.base) if p == 2.0 else \
+            Binary(0, "*", Number(0, p), Power(0, node.base, p - 1.0))
+    if isinstance(node, Call):
+        u = node.argument
+        return {
+            "exp": lambda: node,
+            "log": lambda: Binary(0, "/", Number(0, 1.0), u),
+            "sqrt": lambda: Binary(0, "/", Number(0, 0.5), node),
+            "tanh": lambda: Binary(0, "-", Number(0, 1.0), Power(0, node, 2.0)),
+            "sin": lambda: Call(0, "cos", u),
+            "cos": lambda: Unary(0, Call(0, "sin", u)),
+            "abs": lambda: Call(0, "sign", u),
+            "sign": lambda: Number(0, 0.0),
+        }[node.function]()
+    if isinstance(node, (Summation, Guard)):
+        return None
+    raise TypeError(f"no local derivative of {type(node).__name__}")  # pragma: no cover
+
+
+def occurrences(body: Node, argument: str, context: Context) -> Iterator[Occurrence]:
+    """Every read of ``argument`` in ``body`` with ``∂body/∂read`` along its path (the product of
+    the local derivatives, reverse mode as in paper 000 §2) and the context of the read."""
+
+    def visit(node: Node, factors: tuple[Node, ...], ctx: Context) -> Iterator[Occurrence]:
+        if isinstance(node, Read):
+            if node.argument == argument:
+                yield Occurrence(node, factors, ctx)
+            return
+        if isinstance(node, (Number,)):
+            return
+        if isinstance(node, Call) and node.function == "sign":
+            return  # piecewise constant: no derivative
+        inner = ctx.inside(node)
+        for child in ("operand", "left", "right", "base", "argument", "body"):
+            sub = getattr(node, child, None)
+            if isinstance(sub, Node):
+                local = _local(node, child)
+                if isinstance(local, Number) and local.value == 0.0:
+                    continue
+                yield from visit(sub, factors if local is None else (*factors, local), inner)
+
+    yield from visit(body, (), context)
+
+
+# ----------------------------------------------------------------------------- substitution
+
+
+def substitute(node: Node, env: Mapping[str, Affine]) -> Node:
+    """``node`` with the indices in ``env`` replaced by affine forms (reads, limits, brackets)."""
+    if isinstance(node, Read):
+        return Read(node.column, node.argument, tuple(a.substitute(env) for a in node.indices))
+    if isinstance(node, Number):
+        return node
+    if isinstance(node, Unary):
+        return Unary(node.column, substitute(node.operand, env))
+    if isinstance(node, Binary):
+        return Binary(node.column, node.op, substitute(node.left, env), substitute(node.right, env))
+    if isinstance(node, Power):
+        return Power(node.column, substitute(node.base, env), node.exponent)
+    if isinstance(node, Call):
+        return Call(node.column, node.function, substitute(node.argument, env))
+    if isinstance(node, Summation):
+        inner = {k: v for k, v in env.items() if k != node.index}
+        return Summation(node.column, node.index, tuple(_limit(lim, env) for lim in node.lower),
+                         tuple(_limit(lim, env) for lim in node.upper), substitute(node.body, inner))
+    if isinstance(node, Guard):
+        conditions = tuple(Condition(c.form.substitute(env), c.relation, c.modulus) for c in node.conditions)
+        return Guard(node.column, conditions, substitute(node.body, env))
+    raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
+
+
+def _limit(limit: Limit, env: Mapping[str, Affine]) -> Limit:
+    return Limit(limit.numerator.substitute(env), limit.divisor)
+
+
+def rename_binders(node: Node, taken: set[str], scope: frozenset[str] = frozenset()) -> Node:
+    """Rename summation indices that clash with ``taken`` (updated with the names given) when
+    ``scope`` is empty at the top, or that shadow an enclosing binder in ``scope`` — so
+    substitutions cannot capture and the printed text parses back."""
+    if isinstance(node, Summation):
+        name = node.index
+        if name in taken or name in scope:
+            while name in taken or name in scope:
+                name += "_"
+        taken.add(name)
+        body = substitute(node.body, {node.index: Affine.of(name)}) if name != node.index else node.body
+        return Summation(node.column, name, node.lower, node.upper, rename_binders(body, taken, scope | {name}))
+    fields = {}
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            fields[child] = rename_binders(sub, taken, scope)
+    if not fields:
+        return node
+    return type(node)(**{**node.__dict__, **fields})
+
+
+# ----------------------------------------------------------------------------- one term (§5.1, Algorithm 4)
+
+
+def _names_in(node: Node) -> set[str]:
+    out: set[str] = set()
+    for n in walk(node):
+        if isinstance(n, Read):
+            out |= {n.argument}.union(*(a.names for a in n.indices))
+        elif isinstance(n, Summation):
+            out |= {n.index}.union(*(lim.numerator.names for lim in (*n.lower, *n.upper)))
+        elif isinstance(n, Guard):
+            out |= set().union(*(c.form.names for c in n.conditions))
+    return out
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    k = 1
+    while name in taken:
+        name = f"{base}{k}"
+        k += 1
+    taken.add(name)
+    return name
+
+
+def _combine(rows: list[Affine], matrix_row: list[int]) -> Affine:
+    total = Affine.make({}, 0)
+    for c, a in zip(matrix_row, rows, strict=True):
+        if c:
+            total = total + a.scale(c)
+    return total
+
+
+def _echelon(kernel: list[list[int]], particular: list[Affine]) -> tuple[list[list[int]], list[int], list[Affine]]:
+    """Unimodular column operations on the kernel basis (columns of ``kernel``, one row per
+    variable) giving a reduced echelon form from the last variable up, with positive pivots; the
+    particular solution is moved along unit-pivot columns to vanish at their pivots.  Returns the
+    columns, their pivot rows and the particular solution."""
+    n = len(kernel)
+    cols = [[kernel[r][t] for r in range(n)] for t in range(len(kernel[0]) if kernel else 0)]
+    done: list[tuple[int, list[int]]] = []
+    remaining = cols
+    for p in reversed(range(n)):
+        active = [c for c in remaining if c[p]]
+        if not active:
+            continue
+        while len(active) > 1:  # Euclid on the entries at row p
+            active.sort(key=lambda c: abs(c[p]))
+            pivot = active[0]
+            for c in active[1:]:
+                q = c[p] // pivot[p]
+                for r in range(n):
+                    c[r] -= q * pivot[r]
+            active = [c for c in active if c[p]]
+        pivot = active[0]
+        if pivot[p] < 0:
+            pivot[:] = [-x for x in pivot]
+        remaining = [c for c in remaining if c is not pivot]
+        for _, c in done:  # reduce the columns with later pivots at this row
+            q = c[p] // pivot[p]
+            for r in range(n):
+                c[r] -= q * pivot[r]
+        done.append((p, pivot))
+    done.reverse()  # pivot rows ascending: outer loops first
+    x0 = list(particular)
+    for p, col in done:
+        if col[p] == 1 and (x0[p].coeffs or x0[p].const):
+            shift = x0[p]
+            x0 = [x - shift.scale(col[r]) for r, x in enumerate(x0)]
+    return [c for _, c in done], [p for p, _ in done], x0
+
+
+def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
+          shape: tuple[int, ...] | None) -> Node | None:
+    """``Σ_{α: A·α + b = β} df[α]·factor`` for one occurrence, in gather form over ``outputs`` (β)."""
+    ctx = occ.context
+    sys = ctx.system()
+    maps = [sys.linear(a) for a in occ.read.indices]
+    variables = ctx.variables + list(sys.defined)
+    # M·v = rhs: the read map (A·v + c = β) and the context's equalities (E·v + e = 0)
+    rows: list[Form] = [*maps, *sys.eqs]
+    matrix = [[form[0].get(v, 0) for v in variables] for form in rows]
+    rhs = [Affine.of(b) - Affine.make({}, form[1]) for b, form in zip(outputs, maps, strict=True)]
+    rhs += [Affine.make({}, -form[1]) for form in sys.eqs]
+    snf = smith_normal_form(matrix)
+    y = [_combine(rhs, row) for row in snf.U]
+    conditions: list[Condition] = []
+    values: list[Affine] = []
+    for r, yr in enumerate(y):
+        s = snf.S[r][r] if r < snf.rank else 0
+        if s == 0:  # the cokernel: U·rhs vanishes past the rank
+            conditions.append(Condition(yr, "=="))
+            continue
+        if s < 0:
+            yr, s = yr.scale(-1), -s
+        if s > 1:
+            conditions.append(Condition(yr, "%", s))
+            values.append(Affine.of(Quotient(yr, s)).folded())
+        else:
+            values.append(yr)
+    n = len(variables)
+    particular = [_combine(values, [snf.V[r][k] for k in range(snf.rank)]) for r in range(n)]
+    kernel = [snf.V[r][snf.rank:] for r in range(n)]
+    columns, pivots, particular = _echelon(kernel, particular)
+    # name the kernel factors: a free index keeps its name, the others are z, z1, z2, …
+    names: list[str] = []
+    unit = [sum(abs(x) for x in col) == 1 and p < len(ctx.variables) and not particular[p].coeffs
+            and particular[p].const == 0 for col, p in zip(columns, pivots, strict=True)]
+    n_z = sum(not u for u in unit)
+    for p, u in zip(pivots, unit, strict=True):  # a free index's own name is unused after substitution
+        names.append(variables[p] if u else _fresh("z" if n_z == 1 else f"z{len(names) + 1}", taken))
+    env = {}
+    for r, v in enumerate(variables):
+        value = particular[r]
+        for col, z in zip(columns, names, strict=True):
+            if col[r]:
+                value = value + Affine.of(z).scale(col[r])
+        env[v] = value
+    # the context's inequalities in β and z: bounds of z by Fourier–Motzkin, the rest brackets
+    atoms: dict[str, Quotient] = {}
+    ineqs = [_as_form(_substituted(form, env), atoms) for form in sys.ineqs]
+    zs = set(names)
+    with_z = [f for f in ineqs if zs & set(f[0])]
+    conditions += [Condition(_from_form(f, atoms), ">=") for f in ineqs if not zs & set(f[0])]
+    conditions = _simplified(conditions, outputs, shape)
+    if conditions is None:
+        return None
+    nest = nested_bounds(with_z, names)
+    cotangent_read = Read(0, cotangent, tuple(env[v] for v in outputs_of(ctx)))
+    body = product([cotangent_read, *(substitute(f, env) for f in occ.factors)])
+    for bound in reversed(nest.bounds):
+        if not bound.lower or not bound.upper:
+            raise SourceError(f"the derivative w.r.t. {occ.read.argument} at column {occ.read.column} sums over "
+                              f"an unbounded index {bound.variable}")
+        lower = _ordered(Limit(_from_form(f, atoms), d) for d, f in bound.lower)
+        upper = _ordered(Limit(_from_form(f, atoms), d) for d, f in bound.upper)
+        body = Summation(0, bound.variable, lower, upper, body)
+    body = rename_binders(body, set())  # a factor's copy of a sum can shadow a path sum's index
+    return Guard(0, tuple(conditions), body) if conditions else body
+
+
+def _ordered(limits: Iterable[Limit]) -> tuple[Limit, ...]:
+    """Constant limits first, as one writes ``max(0, d - 2)``."""
+    return tuple(sorted(limits, key=lambda lim: (bool(lim.numerator.coeffs), lim.divisor, str(lim.numerator))))
+
+
+def outputs_of(ctx: Context) -> list[str]:
+    return [n for n, _ in ctx.outputs]
+
+
+def _as_form(a: Affine, atoms: dict[str, Quotient]) -> Form:
+    """``a`` as a form, each quotient under the name ``⟨quotient⟩`` (a parameter for
+    Fourier–Motzkin; :func:`_from_form` maps it back through ``atoms``)."""
+    coeffs: dict[str, int] = {}
+    for v, c in a.coeffs:
+        key = v
+        if isinstance(v, Quotient):
+            key = f"⟨{v}⟩"
+            atoms[key] = v
+        coeffs[key] = coeffs.get(key, 0) + c
+    return coeffs, a.const
+
+
+def _from_form(form: Form, atoms: Mapping[str, Quotient]) -> Affine:
+    return Affine.make({atoms.get(v, v): c for v, c in form[0].items()}, form[1])
+
+
+def _substituted(form: Form, env: Mapping[str, Affine]) -> Affine:
+    total = Affine.make({}, form[1])
+    for v, c in form[0].items():
+        total = total + env[v].scale(c)
+    return total
+
+
+def _simplified(conditions: list[Condition], outputs: list[str],
+                shape: tuple[int, ...] | None) -> list[Condition] | None:
+    """Drop conditions that always hold for ``0 ≤ outputs < shape`` (``shape`` None: only ``≥ 0`` is
+    known), None when one never holds."""
+    out: list[Condition] = []
+    box = dict(zip(outputs, ((0, n - 1) for n in shape), strict=True)) if shape is not None else None
+    for c in conditions:
+        form = c.form.folded()
+        if not form.coeffs:
+            holds = form.const == 0 if c.relation == "==" else form.const >= 0 if c.relation == ">=" else \
+                form.const % c.modulus == 0
+            if not holds:
+                return None
+            continue
+        if c.relation == ">=" and ((low := _minimum(form)) is not None and low >= 0 or box is not None and
+                                   form.names <= set(box) and interval(form, box)[0] >= 0):
+            continue  # holds for all indices ≥ 0, or on the whole shape
+        if c.relation == "==" and form.coeffs[0][1] < 0:
+            form = form.scale(-1)
+        cond = Condition(form, c.relation, c.modulus)
+        if cond not in out:
+            out.append(cond)
+    return out
+
+
+def _minimum(a: Affine) -> int | None:
+    """The least value of ``a`` over indices ≥ 0 (None when it is unbounded below)."""
+    low = a.const
+    for v, c in a.coeffs:
+        if c < 0:
+            return None
+        if isinstance(v, Quotient):
+            inner = _minimum(v.numerator)
+            if inner is None:
+                return None
+            low += c * (inner // v.divisor)
+    return low
+
+
+# ----------------------------------------------------------------------------- the derivative
+
+
+def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | None],
+               shape: tuple[int, ...] | None = None) -> Definition:
+    """The gather-form derivative ``d<argument>`` of ``definition`` (paper 000 Algorithm 4).
+
+    ``sizes`` gives the extent of each of the definition's indices (None where only ``≥ 0`` is
+    known — a derivative's own indices range over its argument's shape, which the reads imply).
+    The result reads ``d<name>`` (the cotangent) and the arguments; its indices are
+    ``d<argument>0, d<argument>1, …``.  With the argument's ``shape``, brackets that hold on all of
+    it are dropped.
+    """
+    arity = definition.arguments()
+    if argument not in arity:
+        raise SourceError(f"{definition.name} does not read {argument!r} (it reads {', '.join(sorted(arity))})")
+    taken = {*definition.indices, *arity, definition.name}
+    body = rename_binders(definition.body, taken)
+    taken |= _names_in(body)
+    name = _fresh("d" + argument, taken)
+    outputs = [_fresh(f"{name}{axis}", taken) for axis in range(arity[argument])]
+    cotangent = cotangent_name(definition.name)
+    if cotangent in taken - {definition.name}:
+        raise SourceError(f"{definition.name} reads an argument named {cotangent}, the name of its cotangent")
+    context = Context.of_function(definition.indices, sizes)
+    terms = [t for occ in occurrences(body, argument, context)
+             if (t := _term(occ, outputs, cotangent, set(taken), shape)) is not None]
+    total: Node = terms[0] if terms else Number(0, 0.0)
+    for t in terms[1:]:
+        total = Binary(0, "+", total, t)
+    out = Definition(name, tuple(outputs), total, "")
+    return Definition(name, tuple(outputs), total, unparse(out))
