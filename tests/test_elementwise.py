@@ -6,6 +6,9 @@ same function; malformed sources refused naming the problem and its column.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -119,3 +122,231 @@ def test_parse_tree():
     d = parse(SECTION_6)
     assert d.name == "f" and d.indices == ("i", "j")
     assert d.arguments() == {"a": 2, "b": 2, "c": 2, "d": 1}
+
+
+# ----------------------------------------------------------------------------- gather-form derivatives (§5, §6)
+def test_section_6_derivatives_print_as_in_the_paper():
+    f = define(SECTION_6, {"i": 3, "j": 4}, backend="python")
+    shapes = {"a": (3, 5), "b": (4, 5), "c": (3, 3), "d": (8,)}
+    text = {n: str(f.derivative(n, shapes[n])) for n in "abcd"}
+    # da sums over j, db over i; the read's own indices are substituted
+    assert text["a"].startswith("da[da0, da1] = sum(j, 0, 3, ") and "df[da0, j]" in text["a"]
+    assert text["b"].startswith("db[db0, db1] = sum(i, 0, 2, ") and "df[i, db0]" in text["b"]
+    # dc is a Kronecker delta: the cokernel condition of c[i, i]
+    assert text["c"].startswith("dc[dc0, dc1] = [dc0 == dc1] * ")
+    # dd substitutes i = dd0 - z with max(0, dd0 - 2) ≤ z ≤ min(4, dd0)
+    assert "sum(z, max(0, dd0 - 2), min(4, dd0), " in text["d"] and "df[dd0 - z, j]" in text["d"]
+    # without the shapes, the ranges of the read indices stay as brackets
+    assert str(f.derivative("a")).startswith("da[da0, da1] = [da0 <= 2 and da1 <= 4] * sum(j, 0, 3, ")
+
+
+SOURCES = [
+    (SECTION_6, {"i": 3, "j": 4}, {"a": (3, 5), "b": (4, 5), "c": (3, 3), "d": (8,)}),
+    ("f[i] = x[2*i]**2 * x[i] + sum(k, 0, i, x[k + i])", {"i": 3}, {"x": (6,)}),
+    ("f[i, j] = tanh(y[i - 2*j + 4] * x[3*i + j])", {"i": 3, "j": 3}, {"y": (7,), "x": (9,)}),
+    ("f[s, t] = x[3*s + t] * y[t, t] + sin(x[5 - s]) / (2 + cos(y[0, t]))", {"s": 2, "t": 3},
+     {"x": (6,), "y": (3, 3)}),
+    ("f[i] = sum(k, max(0, i - 1), min(3, i + 1), exp(x[k, i]) * x[k, k]) + [i % 2 == 0] * y[i // 2]",
+     {"i": 4}, {"x": (4, 4), "y": (2,)}),
+    ("f[i, j] = [i <= j] * sum(k, ceil(i / 2), floor((j + 1) / 2), x[i + k] * x[(j + k) // 2])", {"i": 3, "j": 3},
+     {"x": (6,)}),
+]
+
+
+def _arrays(shapes, rng):
+    return {n: rng.uniform(-1, 1, s) for n, s in shapes.items()}
+
+
+def _central_difference(fun, arrays, name, weight, h=1e-6):
+    grad = np.zeros_like(arrays[name])
+    for idx in np.ndindex(grad.shape):
+        plus = {k: v.copy() for k, v in arrays.items()}
+        minus = {k: v.copy() for k, v in arrays.items()}
+        plus[name][idx] += h
+        minus[name][idx] -= h
+        grad[idx] = (np.sum(weight * fun(**plus)) - np.sum(weight * fun(**minus))) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("source, sizes, shapes", SOURCES)
+def test_gather_derivatives_equal_the_adjoint_and_central_differences(source, sizes, shapes):
+    rng = np.random.default_rng(3)
+    f = define(source, sizes, backend="python")
+    arrays = _arrays(shapes, rng)
+    df = rng.standard_normal(f.shape)
+    ours = f.vjp(df, **arrays)
+    for name in shapes:
+        assert np.allclose(ours[name], _central_difference(f, arrays, name, df), atol=1e-6), name
+    if "%" not in source and "//" not in source:  # paper 001's adjoint: no floor division there
+        reference = f.adjoint_vjp(df, **arrays)
+        for name in shapes:
+            assert np.allclose(ours[name], reference[name], rtol=1e-12, atol=1e-13), name
+
+
+@pytest.mark.parametrize("source, sizes, shapes", SOURCES)
+def test_second_order_derivatives_equal_central_differences(source, sizes, shapes):
+    rng = np.random.default_rng(4)
+    f = define(source, sizes, backend="python")
+    arrays = _arrays(shapes, rng)
+    inputs = {**arrays, "df": rng.standard_normal(f.shape)}
+    for name in shapes:
+        g = f.derivative(name)
+        dg = rng.standard_normal(shapes[name])
+        second = g.vjp(dg, **inputs)
+        assert set(second) == set(g.arguments) and "df" in second
+        for other, value in second.items():
+            assert np.allclose(value, _central_difference(g, inputs, other, dg), atol=1e-5), (name, other)
+
+
+@pytest.mark.parametrize("source, sizes, shapes", SOURCES)
+def test_printed_derivatives_parse_back_and_evaluate_alike(source, sizes, shapes):
+    from jacacc.elementwise import ElementwiseFunction, unparse
+
+    rng = np.random.default_rng(5)
+    f = define(source, sizes, backend="python")
+    inputs = {**_arrays(shapes, rng), "df": rng.standard_normal(f.shape)}
+    for name in shapes:
+        g = f.derivative(name)
+        again = parse(str(g))
+        assert unparse(again) == str(g)
+        h = ElementwiseFunction(again, dict.fromkeys(again.indices), backend="python", shape_of=name)
+        assert np.array_equal(h(**inputs), g(**inputs))
+        h = g.derivative("df")  # third order: still the language
+        for argument in h.arguments:
+            assert parse(str(h.derivative(argument))).name == "d" + argument
+
+
+def test_brackets_and_quotients_evaluate_by_their_definition():
+    f = define("f[i, j] = [i % 3 == 1 and i <= 2*j] * x[(i + 1) // 3, j] + [i == j] * 2", {"i": 7, "j": 3},
+               backend="python")
+    x = np.random.default_rng(6).uniform(size=(3, 3))
+    expected = np.array([[(x[(i + 1) // 3, j] if i % 3 == 1 and i <= 2 * j else 0.0) + 2.0 * (i == j)
+                          for j in range(3)] for i in range(7)])
+    assert np.array_equal(f(x=x), expected)
+
+
+def test_compiled_numba_kernels_match_the_reference():
+    source, sizes, shapes = SOURCES[4]
+    rng = np.random.default_rng(7)
+    f = define(source, sizes, backend="python")
+    arrays = _arrays(shapes, rng)
+    df = rng.standard_normal(f.shape)
+    k = define(source, sizes).compile("numba")
+    assert np.allclose(k(**arrays), f(**arrays), rtol=1e-14)
+    reference = f.vjp(df, **arrays)
+    ours = k.vjp(df, **arrays)
+    for name in shapes:
+        assert np.allclose(ours[name], reference[name], rtol=1e-13, atol=1e-15), name
+    assert set(k.sources) == {"f", "dx", "dy"} and "prange" in k.sources["dx"]
+
+
+def _cuda_sources():
+    from jacacc.elementwise.compiled import CompiledFunction
+
+    for source, sizes, shapes in SOURCES:
+        f = define(source, sizes, backend="python")
+        yield f, shapes, CompiledFunction(f, "cupy")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_sources_compile_with_nvcc(tmp_path):
+    for n, (_, _, k) in enumerate(_cuda_sources()):
+        for name, src in k.sources.items():
+            path = tmp_path / f"{n}_{name}.cu"
+            path.write_text(src)
+            subprocess.run(["nvcc", "--ptx", "-o", str(path.with_suffix(".ptx")), str(path)], check=True)
+
+
+# The CUDA kernel body is plain C++ over CUDA's math overloads: run it thread by thread on the host.
+_HOST_SHIM = """
+#include <cmath>
+using namespace std;
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __restrict__ __restrict
+struct jc_dim { long long x; };
+static jc_dim blockIdx, blockDim, threadIdx;
+#include "kernel.cu"
+extern "C" void run_threads(double** p, long long* n, long long total) {
+    blockDim.x = 32;  // a partial last block: threads past the end must return without writing
+    for (long long b = 0; b * blockDim.x < total; ++b)
+        for (long long t = 0; t < blockDim.x; ++t) {
+            blockIdx.x = b;
+            threadIdx.x = t;
+            jacacc_elementwise(%s);
+        }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_cuda_kernels_run_on_the_host_match_the_reference(tmp_path):
+    import ctypes
+
+    rng = np.random.default_rng(8)
+    for n, (f, shapes, k) in enumerate(_cuda_sources()):
+        arrays = _arrays(shapes, rng)
+        inputs = {**arrays, "df": rng.standard_normal(f.shape)}
+        for name, src in k.sources.items():
+            g = f if name == f.name else f.derivative(name[1:])
+            arguments = g.arguments
+            out_shape = f.shape if g is f else shapes[name[1:]]
+            extents = [*out_shape, *(s for a in arguments for s in np.shape(inputs[a]))]
+            call = ", ".join([*(f"p[{m}]" for m in range(len(arguments) + 1)),
+                              *(f"n[{m}]" for m in range(len(extents)))])
+            work = tmp_path / f"{n}_{name}"
+            work.mkdir()
+            (work / "kernel.cu").write_text(src)
+            (work / "shim.cpp").write_text(_HOST_SHIM % call)
+            subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", "kernel.so", "shim.cpp"], check=True, cwd=work)
+            out = np.full(out_shape, np.nan)
+            buffers = [out, *(np.ascontiguousarray(inputs[a]) for a in arguments)]
+            pointers = (ctypes.POINTER(ctypes.c_double) * len(buffers))(
+                *(b.ctypes.data_as(ctypes.POINTER(ctypes.c_double)) for b in buffers))
+            dims = (ctypes.c_longlong * len(extents))(*extents)
+            ctypes.CDLL(str(work / "kernel.so")).run_threads(pointers, dims, ctypes.c_longlong(out.size))
+            assert np.allclose(out, g(**inputs), rtol=1e-13, atol=1e-15), (f.definition.source, name)
+
+
+@pytest.mark.gpu
+def test_cupy_kernels_match_the_reference(cupy_gpu):
+    cp = cupy_gpu
+    rng = np.random.default_rng(9)
+    for f, shapes, _ in _cuda_sources():
+        arrays = _arrays(shapes, rng)
+        df = rng.standard_normal(f.shape)
+        k = f.compile("cupy")
+        assert np.allclose(k(**arrays), f(**arrays), rtol=1e-13)
+        reference = f.vjp(df, **arrays)
+        on_device = k.vjp(cp.asarray(df), **{n: cp.asarray(v) for n, v in arrays.items()})
+        for name in shapes:
+            assert isinstance(on_device[name], cp.ndarray)
+            assert np.allclose(cp.asnumpy(on_device[name]), reference[name], rtol=1e-12, atol=1e-14), name
+
+
+@pytest.mark.parametrize("source, message", [
+    ("f[i] = x[i] * [i < 2] * 2", "a bracket \\[i < 2\\] must be the left factor of a product.* at column 14"),
+    ("f[i] = [i] * x[i]", "a bracket condition must compare index expressions"),
+    ("f[i] = [i % 0 == 0] * x[i]", "a modulus must be a positive integer constant"),
+    ("f[i] = [i % 2 <= 1] * x[i]", "a congruence reads n % m == r"),
+    ("f[i] = x[i // 0]", "a floor division's divisor must be a positive integer constant"),
+    ("f[i] = sum(k, min(0, i), 2, x[k])", "a lower sum bound may use max\\(…\\) and ceil\\(n / d\\), not min"),
+    ("f[i] = sum(k, 0, ceil(i / 2), x[k])", "an upper sum bound may use min\\(…\\) and floor\\(n / d\\), not ceil"),
+])
+def test_malformed_brackets_and_bounds_are_refused(source, message):
+    with pytest.raises(SourceError, match=message):
+        define(source, {"i": 3})
+
+
+def test_derivative_errors_name_the_problem():
+    f = define("f[i] = x[i] * df[i]", {"i": 3}, backend="python")
+    with pytest.raises(SourceError, match="f does not read 'y' \\(it reads df, x\\)"):
+        f.derivative("y")
+    with pytest.raises(SourceError, match="reads an argument named df, the name of its cotangent"):
+        f.derivative("x")
+    g = define("g[i] = x[i]", {"i": 3}, backend="python").derivative("x")
+    with pytest.raises(SourceError, match="no array given for the argument 'dg'"):
+        g(x=np.ones(3))
+    with pytest.raises(SourceError, match="the cotangent ddx must have shape \\(5,\\)"):
+        g.vjp(np.ones(3), x=np.ones(5), dg=np.ones(3))

@@ -93,14 +93,12 @@ def product(factors: list[Node]) -> Node:
             flat.append(f)
     if coefficient == 0.0 or not flat:
         return Number(0, coefficient)
-    out = flat[0]
+    # left-associated, the coefficient first: prints as c * f1 * f2 without parentheses
+    out = flat[0] if coefficient == 1.0 else Unary(0, flat[0]) if coefficient == -1.0 else \
+        Binary(0, "*", Number(0, coefficient), flat[0])
     for f in flat[1:]:
         out = Binary(0, "*", out, f)
-    if coefficient == 1.0:
-        return out
-    if coefficient == -1.0:
-        return Unary(0, out)
-    return Binary(0, "*", Number(0, coefficient), out)
+    return out
 
 
 def _local(node: Node, child: str) -> Node | None:

@@ -392,7 +392,7 @@ class _Parser:
 
     def guard(self, node: ast.BinOp, bound: set[str]) -> Guard:
         """``[conditions] * body``: comparisons of affine index expressions (chains allowed) joined by
-        ``and``, or a divisibility ``n % m == 0``."""
+        ``and``, or a congruence ``n % m == r`` (kept as ``(n - r) % m == 0``)."""
         bracket = node.left
         if len(bracket.elts) != 1:
             raise self.fail("a bracket holds one condition, like [i == j] or [i <= j and j < 4]", bracket)
@@ -409,11 +409,10 @@ class _Parser:
         left = node.left
         if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
             modulus = self.positive_constant(left.right, "a modulus")
-            zero = node.comparators[0]
-            if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq) or not (
-                    isinstance(zero, ast.Constant) and zero.value == 0):
-                raise self.fail("a divisibility condition reads n % m == 0", node)
-            return [Condition(self.affine(left.left, bound, "a bracket condition"), "%", modulus)]
+            if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq):
+                raise self.fail("a congruence reads n % m == r", node)
+            residue = self.affine(node.comparators[0], bound, "a bracket condition")
+            return [Condition(self.affine(left.left, bound, "a bracket condition") - residue, "%", modulus)]
         out = []
         terms = [self.affine(t, bound, "a bracket condition") for t in [left, *node.comparators]]
         for op, a, b in zip(node.ops, terms, terms[1:], strict=False):
@@ -445,7 +444,7 @@ class _Parser:
                 numerator = self.affine(node.args[0].left, bound, "the sum bound")
                 return (Limit(numerator, self.positive_constant(node.args[0].right, "a bound's divisor")),)
             if node.func.id in ("max", "min", "ceil", "floor"):
-                raise self.fail(f"a {'lower' if lower else 'upper'} sum bound may use {combine}(…) and "
+                raise self.fail(f"{'a lower' if lower else 'an upper'} sum bound may use {combine}(…) and "
                                 f"{rounding}(n / d), not {node.func.id}", node)
         return (Limit(self.affine(node, bound, "the sum bound")),)
 
@@ -517,7 +516,7 @@ def expression_text(node: Node, context: int = 0) -> str:
         return f"({text})" if context > 2 else text
     if isinstance(node, Binary):
         prec = _PREC[node.op]
-        right_context = prec + 1 if node.op in "-/" or isinstance(node.right, Guard) else prec
+        right_context = prec + 1  # a right-nested a * (b * c) keeps its parentheses: the same rounding
         text = f"{expression_text(node.left, prec)} {node.op} {expression_text(node.right, right_context)}"
         return f"({text})" if context > prec else text
     raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
