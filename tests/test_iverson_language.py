@@ -687,3 +687,24 @@ def test_integer_feasible_by_hand() -> None:
     assert integer_feasible([({"i": 3, "j": -2}, -1), ({"i": -3, "j": 2}, 2)], [], box)  # 1 ≤ 3i - 2j ≤ 2
     with pytest.raises(ValueError, match="without bounds"):
         integer_feasible([({"k": 1}, 0)], [], box)
+
+
+@pytest.mark.parametrize("system, removed", [
+    # 2i + 3j = a, i + 2j = b: no unit coefficient, but unimodular (Smith divisors 1, 1): both sums go
+    (lambda i, j, a, b: (2 * i + 3 * j == a) & (i + 2 * j == b), 2),
+    # i + j = a, i - j = b: divisors 1, 2 — one sum is removed, the other needs a divisibility bracket
+    (lambda i, j, a, b: (i + j == a) & (i - j == b), 1),
+    # three equalities in two summed indices: a cokernel condition on a, b appears
+    (lambda i, j, a, b: (3 * i + 2 * j == a) & (2 * i + j == b) & (5 * i + 3 * j == a + b), 2),
+])
+def test_simplify_removes_sums_pinned_by_an_equality_system(system, removed):
+    from jacacc.iverson.syntax import Sum, walk
+
+    i, j, a, b = (iv.index(n) for n in "ijab")
+    x = iv.var("x", (9, 9))
+    e = iv.gen("a", 7, iv.gen("b", 7, iv.sum("i", 9, iv.sum("j", 9, iv.bracket(system(i, j, a, b)) * x[i, j]))))
+    s = iv.simplify(e)
+    assert sum(isinstance(n, Sum) for n in walk(s)) == 2 - removed
+    X = np.random.default_rng(0).standard_normal((9, 9))
+    assert np.array_equal(iv.evaluate(s, x=X), iv.evaluate(e, x=X))
+    assert iv.cost(s) == iv.count_operations(s, x=X)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jacacc.intlin import integer_feasible
+from jacacc.intlin import integer_feasible, smith_normal_form
 from jacacc.iverson.check import case_constraints, check
 from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.interpret import COMPARE
@@ -423,7 +423,7 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
         inner = body
     inner = _simp(inner, inner_ctx)
     while True:
-        step = _eliminate_one(binders, inner)
+        step = _eliminate_one(binders, inner) or _eliminate_system(binders, inner)
         if step is None:
             break
         binders, inner = step
@@ -488,6 +488,48 @@ def _eliminate_one(binders: list[tuple[str, int]], inner: Expr) -> tuple[list[tu
             new_binders = binders[:k] + binders[k + 1:]
             return new_binders, _guard(conjoin(new_atoms), body)
     return None
+
+
+def _eliminate_system(binders: list[tuple[str, int]], inner: Expr) -> tuple[list[tuple[str, int]], Expr] | None:
+    """Remove the summation indices pinned by a system of bracket equalities that no single
+    equality solves (no unit coefficient, as in ``[2i + 3j = a ∧ i + 2j = b]``): with the Smith
+    normal form ``S = U·M·V`` of their coefficients (paper 000 §4.1, :mod:`jacacc.intlin`), when
+    ``M`` has full column rank and every elementary divisor is 1 the solution ``V·(U·rhs)`` is
+    integral and affine in the outer indices; the rows of ``U·rhs`` past the rank become bracket
+    equalities (the cokernel condition).  Larger divisors would need a divisibility bracket, which
+    the language has not, and kernels a change of summation variables: both are left alone."""
+    if not isinstance(inner, Bracket):
+        return None
+    atoms = conjuncts(inner.pred)
+    equalities = [(pos, a) for pos, atom in enumerate(atoms) if isinstance(atom, Cmp)
+                  for rel, a in [atom.normal()] if rel == "=="]
+    names = [i for i, _ in binders if any(a.coeff(i) for _, a in equalities)]
+    if not names or len(equalities) < len(names):
+        return None
+    rows = [a for _, a in equalities]
+    snf = smith_normal_form([[a.coeff(i) for i in names] for a in rows])
+    if snf.rank < len(names) or any(abs(d) != 1 for d in snf.diagonal):
+        return None
+    # M·v = rhs with rhs = -(the rest of each equality)
+    rhs = [-Affine([(n, c) for n, c in a.coeffs if n not in names], a.const) for a in rows]
+    y = [_combination(rhs, row) for row in snf.U]
+    values = [y[k] * snf.S[k][k] for k in range(snf.rank)]  # 1/±1 = ±1
+    mapping: dict[str, Affine] = {i: _combination(values, snf.V[r][:snf.rank]) for r, i in enumerate(names)}
+    cokernel = [y[k] == 0 for k in range(snf.rank, len(y))]
+    solved = {pos for pos, _ in equalities}
+    rest = [_sub_pred(a, mapping) for pos, a in enumerate(atoms) if pos not in solved]
+    extents = dict(binders)
+    ranges = [c for i in names for c in (mapping[i] >= 0, mapping[i] <= extents[i] - 1)]
+    body = substitute_indices(inner.body, mapping)
+    return [(i, n) for i, n in binders if i not in mapping], _guard(conjoin(rest + cokernel + ranges), body)
+
+
+def _combination(items: list[Affine], coefficients: list[int]) -> Affine:
+    total = Affine()
+    for c, a in zip(coefficients, items, strict=True):
+        if c:
+            total = total + c * a
+    return total
 
 
 def _sub_pred(p: Pred, mapping: Mapping[str, Affine]) -> Pred:
