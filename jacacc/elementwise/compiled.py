@@ -6,7 +6,9 @@ derivative of every argument, each its own kernel with one thread per element
 of the gradient — no atomics, no scatter-add, no temporary memory.  The
 derivatives are specialized to the argument shapes of the call (brackets that
 hold on a whole shape are left out) and cached per shape.  ``k.sources`` holds
-the generated code (Python for Numba, CUDA C++ for CuPy); the CUDA source is
+the generated code (Python for Numba, CUDA C++ for CuPy) — the function, its
+forward sums (the tape: computed once, read by the derivatives instead of
+recomputed) and the derivatives; the CUDA source is
 written without CuPy, so it can be compile-checked with ``nvcc --ptx`` on a
 machine without a GPU.
 
@@ -18,7 +20,7 @@ Examples
 >>> np.allclose(k.vjp(np.ones((3, 4)), x=X)["x"], np.exp(X) * [1, 2, 3, 3, 2, 1])
 True
 >>> print(k.sources["dx"].splitlines()[0])
-# dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
+# dx[dx0] = exp(x[dx0]) * sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z])
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jacacc.elementwise import kernels
+from jacacc.elementwise import derive, kernels
 from jacacc.elementwise.parse import Definition
 from jacacc.errors import RegistryError, require_extra
 
@@ -50,9 +52,15 @@ class CompiledFunction:
         self.function = function
         self.backend = backend
         self._kernels: dict[str, Callable] = {}
-        definitions = [function.definition, *(function.derivative(a).definition for a in function.arguments)]
-        ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices)}
-        #: generated code: the function's and each derivative's, by name
+        tape = function.tape()
+        ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
+                 **dict.fromkeys(tape, len(function.definition.indices))}
+        derivatives = [derive.derivative(function.definition, a, function.sizes, None, derive.stored_sums(
+            function.definition)) for a in function.arguments]
+        definitions = [function.definition, *tape.values(), *derivatives]
+        #: the definitions compiled: the function, its tape and its derivatives, by name
+        self.definitions = {d.name: d for d in definitions}
+        #: generated code, by name
         self.sources = {d.name: self._source(d, ranks) for d in definitions}
 
     def __repr__(self) -> str:
@@ -99,7 +107,7 @@ class CompiledFunction:
 
     def _ranks(self) -> dict[str, int]:
         f = self.function
-        return {**f.definition.arguments(), f.cotangent: len(f.definition.indices)}
+        return {**f.definition.arguments(), **dict.fromkeys([f.cotangent, *f.tape()], len(f.definition.indices))}
 
     def __call__(self, **arrays: Any) -> Any:
         f = self.function
@@ -118,10 +126,14 @@ class CompiledFunction:
 
             raise SourceError(f"the cotangent {f.cotangent} must have shape {expected}, got {np.shape(df)}")
         inputs = {**arrays, f.cotangent: df}
+        ranks = self._ranks()
+        output = f.output_shape(shapes)
+        for name, definition in f.tape().items():  # the forward sums, once
+            inputs[name] = self._run(definition, output, inputs, ranks)
         out = {}
         for name in f.arguments:
-            derivative = f.derivative(name, shapes[name]).definition
-            out[name] = self._finish(self._run(derivative, shapes[name], inputs, self._ranks()), arrays)
+            derivative = f.gather(name, shapes[name]).definition
+            out[name] = self._finish(self._run(derivative, shapes[name], inputs, ranks), arrays)
         return out
 
     def _finish(self, result: Any, arrays: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ Examples
 >>> from jacacc.elementwise.parse import parse
 >>> d = parse("f[i, j] = exp(x[i + j])")
 >>> print(derivative(d, "x", {"i": 3, "j": 4}))
-dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
+dx[dx0] = exp(x[dx0]) * sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z])
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from jacacc.elementwise.parse import (
 from jacacc.elementwise.system import Context, interval
 from jacacc.intlin import Form, nested_bounds, smith_normal_form
 
-__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "substitute"]
+__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "stored_sums", "substitute"]
 
 
 def cotangent_name(function: str) -> str:
@@ -74,9 +74,9 @@ class Occurrence:
 # ----------------------------------------------------------------------------- the chain rule (§2)
 
 
-def product(factors: list[Node]) -> Node:
-    """``Π factors`` with the numbers folded into one leading coefficient (none for 1, a unary
-    minus for −1) and nested products flattened."""
+def split_product(factors: list[Node]) -> tuple[float, list[Node]]:
+    """The numeric coefficient and the other factors of ``Π factors`` (nested products and unary
+    minuses opened)."""
     flat: list[Node] = []
     coefficient = 1.0
     stack = list(reversed(factors))
@@ -91,6 +91,13 @@ def product(factors: list[Node]) -> Node:
             stack.append(f.operand)
         else:
             flat.append(f)
+    return coefficient, flat
+
+
+def product(factors: list[Node]) -> Node:
+    """``Π factors`` with the numbers folded into one leading coefficient (none for 1, a unary
+    minus for −1) and nested products flattened."""
+    coefficient, flat = split_product(factors)
     if coefficient == 0.0 or not flat:
         return Number(0, coefficient)
     # left-associated, the coefficient first: prints as c * f1 * f2 without parentheses
@@ -208,15 +215,18 @@ def rename_binders(node: Node, taken: set[str], scope: frozenset[str] = frozense
                 name += "_"
         taken.add(name)
         body = substitute(node.body, {node.index: Affine.of(name)}) if name != node.index else node.body
-        return Summation(node.column, name, node.lower, node.upper, rename_binders(body, taken, scope | {name}))
+        inner = rename_binders(body, taken, scope | {name})
+        if name == node.index and inner is node.body:
+            return node
+        return Summation(node.column, name, node.lower, node.upper, inner)
     fields = {}
     for child in ("operand", "left", "right", "base", "argument", "body"):
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
-            fields[child] = rename_binders(sub, taken, scope)
-    if not fields:
-        return node
-    return type(node)(**{**node.__dict__, **fields})
+            new = rename_binders(sub, taken, scope)
+            if new is not sub:
+                fields[child] = new
+    return type(node)(**{**node.__dict__, **fields}) if fields else node
 
 
 # ----------------------------------------------------------------------------- one term (§5.1, Algorithm 4)
@@ -292,7 +302,7 @@ def _echelon(kernel: list[list[int]], particular: list[Affine]) -> tuple[list[li
 
 
 def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
-          shape: tuple[int, ...] | None) -> Node | None:
+          shape: tuple[int, ...] | None, stored: Mapping[Node, Read]) -> Node | None:
     """``Σ_{α: A·α + b = β} df[α]·factor`` for one occurrence, in gather form over ``outputs`` (β)."""
     ctx = occ.context
     sys = ctx.system()
@@ -348,8 +358,19 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
         return None
     nest = nested_bounds(with_z, names)
     cotangent_read = Read(0, cotangent, tuple(env[v] for v in outputs_of(ctx)))
-    body = product([cotangent_read, *(substitute(f, env) for f in occ.factors)])
-    for bound in reversed(nest.bounds):
+    coefficient, factors = split_product([cotangent_read, *(substitute(_recalled(f, stored), env)
+                                                            for f in occ.factors)])
+    factors.insert(0, Number(0, coefficient))
+    # each factor sits at the innermost sum whose index it reads (loop-invariant code motion)
+    level = {name: k for k, name in enumerate(names)}
+    depth = [max((level[v] for v in _names_in(f) if v in level), default=-1) for f in factors]
+    body: Node | None = None
+    for k in reversed(range(-1, len(names))):
+        here = [f for f, d in zip(factors, depth, strict=True) if d == k]
+        body = product(here + ([body] if body is not None else []))
+        if k < 0:
+            break
+        bound = nest.bounds[k]
         if not bound.lower or not bound.upper:
             raise SourceError(f"the derivative w.r.t. {occ.read.argument} at column {occ.read.column} sums over "
                               f"an unbounded index {bound.variable}")
@@ -358,6 +379,20 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
         body = Summation(0, bound.variable, lower, upper, body)
     body = rename_binders(body, set())  # a factor's copy of a sum can shadow a path sum's index
     return Guard(0, tuple(conditions), body) if conditions else body
+
+
+def _recalled(node: Node, stored: Mapping[Node, Read]) -> Node:
+    """``node`` with each stored subtree replaced by the read of its stored values."""
+    if node in stored:
+        return stored[node]
+    fields = {}
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            new = _recalled(sub, stored)
+            if new is not sub:
+                fields[child] = new
+    return type(node)(**{**node.__dict__, **fields}) if fields else node
 
 
 def _ordered(limits: Iterable[Limit]) -> tuple[Limit, ...]:
@@ -436,14 +471,17 @@ def _minimum(a: Affine) -> int | None:
 
 
 def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | None],
-               shape: tuple[int, ...] | None = None) -> Definition:
+               shape: tuple[int, ...] | None = None, stored: Mapping[Node, str] | None = None) -> Definition:
     """The gather-form derivative ``d<argument>`` of ``definition`` (paper 000 Algorithm 4).
 
     ``sizes`` gives the extent of each of the definition's indices (None where only ``≥ 0`` is
     known — a derivative's own indices range over its argument's shape, which the reads imply).
     The result reads ``d<name>`` (the cotangent) and the arguments; its indices are
     ``d<argument>0, d<argument>1, …``.  With the argument's ``shape``, brackets that hold on all of
-    it are dropped.
+    it are dropped.  ``stored`` maps subtrees of the body at the function's own level (not inside
+    a sum or bracket) to the names of arrays holding their values over the function's indices
+    (:func:`stored_sums`): a factor that copies such a subtree reads the array instead of computing
+    it again — the forward values that reverse mode keeps.
     """
     arity = definition.arguments()
     if argument not in arity:
@@ -457,10 +495,34 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
     if cotangent in taken - {definition.name}:
         raise SourceError(f"{definition.name} reads an argument named {cotangent}, the name of its cotangent")
     context = Context.of_function(definition.indices, sizes)
+    recall = {node: Read(0, n, tuple(Affine.of(i) for i in definition.indices)) for node, n in (stored or {}).items()}
     terms = [t for occ in occurrences(body, argument, context)
-             if (t := _term(occ, outputs, cotangent, set(taken), shape)) is not None]
+             if (t := _term(occ, outputs, cotangent, set(taken), shape, recall)) is not None]
     total: Node = terms[0] if terms else Number(0, 0.0)
     for t in terms[1:]:
         total = Binary(0, "+", total, t)
     out = Definition(name, tuple(outputs), total, "")
     return Definition(name, tuple(outputs), total, unparse(out))
+
+
+def stored_sums(definition: Definition) -> dict[Node, str]:
+    """The sums of the body at the function's own level (outside every sum and bracket), each with
+    a fresh name for the array of its values: computing them once over the function's indices turns
+    the gather derivatives' copies of them (``exp(-sum(k, …))`` is its own derivative) into reads."""
+    taken = {*definition.indices, *definition.arguments(), definition.name} | _names_in(definition.body)
+    out: dict[Node, str] = {}
+
+    def visit(node: Node) -> None:
+        if isinstance(node, Summation):
+            if node not in out:
+                out[node] = _fresh(f"{definition.name}_sum{len(out)}", taken)
+            return
+        if isinstance(node, Guard):
+            return
+        for child in ("operand", "left", "right", "base", "argument"):
+            sub = getattr(node, child, None)
+            if isinstance(sub, Node):
+                visit(sub)
+
+    visit(definition.body)
+    return out

@@ -50,6 +50,7 @@ from jacacc.elementwise.parse import (
     SourceError,
     Summation,
     Unary,
+    expression_text,
     parse,
 )
 from jacacc.elementwise.system import Context
@@ -197,14 +198,38 @@ class ElementwiseFunction:
                 definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)
         return self._derivatives[key]
 
+    def tape(self) -> dict[str, Definition]:
+        """The sums at the function's own level as definitions over its indices (named
+        ``<name>_sum0``, …): the forward values the gather derivatives read instead of recomputing
+        them (:func:`~jacacc.elementwise.derive.stored_sums`)."""
+        return {name: Definition(name, self.definition.indices, node,
+                                 f"{name}[{', '.join(self.definition.indices)}] = {expression_text(node)}")
+                for node, name in derive.stored_sums(self.definition).items()}
+
+    def gather(self, argument: str, shape: tuple[int, ...]) -> ElementwiseFunction:
+        """The derivative :meth:`vjp` evaluates: :meth:`derivative` for the argument's shape, reading
+        the :meth:`tape` arrays where it would recompute a sum of the function."""
+        key = ("tape", argument, tuple(shape))
+        if key not in self._derivatives:
+            stored = derive.stored_sums(self.definition)
+            definition = derive.derivative(self.definition, argument, self.sizes, tuple(shape), stored)
+            self._derivatives[key] = ElementwiseFunction(
+                definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)
+        return self._derivatives[key]
+
     def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
         """Gradients of ``Σ df ⊙ f`` w.r.t. every argument (each with its array's shape), each by its
-        gather-form derivative."""
+        gather-form derivative (:meth:`gather`) after one pass over the :meth:`tape`."""
         shapes = self.shapes_of(arrays)
         df = self._cotangent(df, shapes)
         self.check(shapes)
         inputs = {**arrays, self.cotangent: df}
-        return {name: self.derivative(name, shape)(**inputs) for name, shape in shapes.items()
+        for name, definition in self.tape().items():
+            key = ("sum", name)
+            if key not in self._derivatives:
+                self._derivatives[key] = ElementwiseFunction(definition, self.sizes, self.backend, self.shape_of)
+            inputs[name] = self._derivatives[key](**inputs)
+        return {name: self.gather(name, shape)(**inputs) for name, shape in shapes.items()
                 if name in self.definition.arguments()}
 
     def _cotangent(self, df: Any, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from jacacc.errors import JacaccError
 
 __all__ = ["FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard", "Limit", "Node", "Number",
-           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "parse", "unparse", "walk"]
+           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "expression_text", "parse", "unparse",
+           "walk"]
 
 #: the scalar functions the language knows
 #: (``sign``, the derivative of ``abs``, keeps derivatives in the language)
