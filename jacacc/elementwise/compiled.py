@@ -53,9 +53,9 @@ class CompiledFunction:
         self.backend = backend
         self._kernels: dict[str, Callable] = {}
         tape = function.tape()
-        ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
+        self.ranks = ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
                  **dict.fromkeys(tape, len(function.definition.indices))}
-        derivatives = [derive.derivative(function.definition, a, function.sizes, None, derive.stored_sums(
+        derivatives = [derive.derivative(function.definition, a, function.sizes, None, derive.stored_values(
             function.definition)) for a in function.arguments]
         definitions = [function.definition, *tape.values(), *derivatives]
         #: the definitions compiled: the function, its tape and its derivatives, by name
@@ -106,8 +106,7 @@ class CompiledFunction:
         return out
 
     def _ranks(self) -> dict[str, int]:
-        f = self.function
-        return {**f.definition.arguments(), **dict.fromkeys([f.cotangent, *f.tape()], len(f.definition.indices))}
+        return self.ranks
 
     def __call__(self, **arrays: Any) -> Any:
         f = self.function

@@ -54,7 +54,7 @@ from jacacc.elementwise.parse import (
 from jacacc.elementwise.system import Context, interval
 from jacacc.intlin import Form, nested_bounds, smith_normal_form
 
-__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "stored_sums", "substitute"]
+__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "recall_inside", "stored_values", "substitute"]
 
 
 def cotangent_name(function: str) -> str:
@@ -480,7 +480,7 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
     ``d<argument>0, d<argument>1, …``.  With the argument's ``shape``, brackets that hold on all of
     it are dropped.  ``stored`` maps subtrees of the body at the function's own level (not inside
     a sum or bracket) to the names of arrays holding their values over the function's indices
-    (:func:`stored_sums`): a factor that copies such a subtree reads the array instead of computing
+    (:func:`stored_values`): a factor that copies such a subtree reads the array instead of computing
     it again — the forward values that reverse mode keeps.
     """
     arity = definition.arguments()
@@ -505,24 +505,38 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
     return Definition(name, tuple(outputs), total, unparse(out))
 
 
-def stored_sums(definition: Definition) -> dict[Node, str]:
-    """The sums of the body at the function's own level (outside every sum and bracket), each with
-    a fresh name for the array of its values: computing them once over the function's indices turns
-    the gather derivatives' copies of them (``exp(-sum(k, …))`` is its own derivative) into reads."""
+def stored_values(definition: Definition) -> dict[Node, str]:
+    """The subtrees worth keeping from the forward pass, each with a fresh name for the array of its
+    values over the function's indices: sums, and calls of sums, at the function's own level
+    (outside every sum and bracket) that some derivative factor copies — ``exp(-sum(k, …))`` is its
+    own derivative, so every gather term of every argument would compute it again.  Inner subtrees
+    come first (a stored value may read an earlier one: :func:`recall_inside`)."""
+    context = Context.of_function(definition.indices, {})
+    copied: set[Node] = set()
+    for argument in definition.arguments():
+        for occ in occurrences(definition.body, argument, context):
+            for factor in occ.factors:
+                copied.update(walk(factor))
     taken = {*definition.indices, *definition.arguments(), definition.name} | _names_in(definition.body)
     out: dict[Node, str] = {}
 
     def visit(node: Node) -> None:
-        if isinstance(node, Summation):
-            if node not in out:
-                out[node] = _fresh(f"{definition.name}_sum{len(out)}", taken)
-            return
         if isinstance(node, Guard):
             return
-        for child in ("operand", "left", "right", "base", "argument"):
-            sub = getattr(node, child, None)
-            if isinstance(sub, Node):
-                visit(sub)
+        if not isinstance(node, Summation):
+            for child in ("operand", "left", "right", "base", "argument"):
+                sub = getattr(node, child, None)
+                if isinstance(sub, Node):
+                    visit(sub)
+        if isinstance(node, (Summation, Call)) and node in copied and node not in out and \
+                any(isinstance(n, Summation) for n in walk(node)):
+            out[node] = _fresh(f"{definition.name}_v{len(out)}", taken)
 
     visit(definition.body)
     return out
+
+
+def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ...]) -> Node:
+    """``node`` with the stored subtrees strictly inside it read from their arrays."""
+    recall = {n: Read(0, name, tuple(Affine.of(i) for i in indices)) for n, name in stored.items() if n != node}
+    return _recalled(node, recall)

@@ -108,6 +108,7 @@ class ElementwiseFunction:
         self._kernel: Callable | None = None
         self._derivatives: dict[tuple, ElementwiseFunction] = {}
         self._programs: dict[tuple, iv.Expr] = {}
+        self._tape: dict[str, Definition] | None = None
 
     @property
     def name(self) -> str:
@@ -199,19 +200,25 @@ class ElementwiseFunction:
         return self._derivatives[key]
 
     def tape(self) -> dict[str, Definition]:
-        """The sums at the function's own level as definitions over its indices (named
-        ``<name>_sum0``, …): the forward values the gather derivatives read instead of recomputing
-        them (:func:`~jacacc.elementwise.derive.stored_sums`)."""
-        return {name: Definition(name, self.definition.indices, node,
-                                 f"{name}[{', '.join(self.definition.indices)}] = {expression_text(node)}")
-                for node, name in derive.stored_sums(self.definition).items()}
+        """The forward values the gather derivatives read instead of recomputing them: sums and calls
+        at the function's own level that derivative factors copy, as definitions over its indices
+        (``<name>_v0``, …; a later one reads the earlier ones; :func:`~jacacc.elementwise.derive.stored_values`)."""
+        if self._tape is None:
+            stored = derive.stored_values(self.definition)
+            indices = self.definition.indices
+            self._tape = {}
+            for node, name in stored.items():
+                body = derive.recall_inside(node, stored, indices)
+                text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
+                self._tape[name] = Definition(name, indices, body, text)
+        return dict(self._tape)
 
     def gather(self, argument: str, shape: tuple[int, ...]) -> ElementwiseFunction:
         """The derivative :meth:`vjp` evaluates: :meth:`derivative` for the argument's shape, reading
         the :meth:`tape` arrays where it would recompute a sum of the function."""
         key = ("tape", argument, tuple(shape))
         if key not in self._derivatives:
-            stored = derive.stored_sums(self.definition)
+            stored = derive.stored_values(self.definition)
             definition = derive.derivative(self.definition, argument, self.sizes, tuple(shape), stored)
             self._derivatives[key] = ElementwiseFunction(
                 definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)

@@ -8,8 +8,8 @@ never made), and quotients are floor divisions.  No element is written by two
 threads, so there are no atomics and no scatter.
 
 Backends (a registry): ``"python"`` (the source run by the interpreter — the
-reference, slow), ``"numba"`` (the same source, ``@njit(parallel=True)`` over a
-``prange`` of the flattened output) and ``"cuda"`` (CUDA C++ source for
+reference, slow), ``"numba"`` (the same source, ``@njit(parallel=True)`` with a
+``prange`` over the outermost index) and ``"cuda"`` (CUDA C++ source for
 ``cupy.RawKernel``; :func:`cuda_source` needs no CuPy, so it can be
 compile-checked with ``nvcc --ptx`` or run thread by thread as host C++).
 
@@ -198,21 +198,20 @@ def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str,
 
 def python_source(definition: Definition, arguments: list[str], parallel: bool = False) -> str:
     """A Python function ``kernel(out, *arrays)`` filling ``out`` (the function's shape) element by
-    element; ``parallel`` loops with Numba's ``prange``."""
+    element; ``parallel`` runs the outermost index with Numba's ``prange`` (the inner ones as plain
+    loops, which Numba can vectorize — each element is still computed on its own)."""
     arrays, env = _code_names(definition, arguments)
     em = _Emitter("py", arrays)
+    em.indent = 1 + len(definition.indices)
     value = em.value(definition.body, env)
     dims = [f"_n{k}" for k in range(len(definition.indices))]
-    head = [f"def kernel(_out, {', '.join(arrays[a] for a in arguments)}):" if arguments else "def kernel(_out):",
-            f"    {', '.join(dims)}, = _out.shape",
-            f"    for _t in {'prange' if parallel else 'range'}({' * '.join(dims)}):"]
-    unravel = []
-    rest = "_t"
-    for name, n in reversed(list(zip(definition.indices, dims, strict=True))):
-        unravel.append(f"        {env[name]} = {rest} % {n}")
-        rest = f"({rest} // {n})"
-    store = f"        _out[{', '.join(env[n] for n in definition.indices)}] = {value}"
-    return "\n".join([f"# {definition.source}", *head, *reversed(unravel), *em.lines, store, ""])
+    params = ", ".join(["_out", *(arrays[a] for a in arguments)])
+    lines = [f"# {definition.source}", f"def kernel({params}):", f"    {', '.join(dims)}, = _out.shape"]
+    for depth, (name, n) in enumerate(zip(definition.indices, dims, strict=True)):
+        loop = "prange" if parallel and depth == 0 else "range"
+        lines.append("    " * (depth + 1) + f"for {env[name]} in {loop}({n}):")
+    store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
+    return "\n".join([*lines, *em.lines, store, ""])
 
 
 def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:

@@ -24,6 +24,7 @@ jacacc.elementwise.parse.SourceError: index x[i * j] is not affine in the indice
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -269,6 +270,10 @@ class Definition:
 
     def arguments(self) -> dict[str, int]:
         """Argument name → number of indices it is read with."""
+        return dict(self._arguments)
+
+    @functools.cached_property
+    def _arguments(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for node in walk(self.body):
             if isinstance(node, Read):
