@@ -359,3 +359,25 @@ def test_derivative_errors_name_the_problem():
         g(x=np.ones(3))
     with pytest.raises(SourceError, match="the cotangent ddx must have shape \\(5,\\)"):
         g.vjp(np.ones(3), x=np.ones(5), dg=np.ones(3))
+
+
+def test_numba_reduction_layout_for_few_long_sums():
+    """A gradient with few elements, each a long sum (a convolution's kernel), runs its sums as
+    parallel reductions: the same values as the element-parallel layout."""
+    from jacacc.elementwise.kernels import numba_kernel, python_source
+
+    f = define("f[i] = sum(k, 0, 2, w[k] * x[i + k])", {"i": 500}, backend="python")
+    rng = np.random.default_rng(10)
+    x, w, df = rng.standard_normal(502), rng.standard_normal(3), rng.standard_normal(500)
+    dw = f.gather("w", (3,)).definition
+    assert "for _k2 in prange(" in python_source(dw, ["df", "x"], parallel=True, reduction=True)
+    by_element, by_sum = np.empty(3), np.empty(3)
+    numba_kernel(dw, ["df", "x"])(by_element, df, x)
+    numba_kernel(dw, ["df", "x"], reduction=True)(by_sum, df, x)
+    assert np.allclose(by_sum, by_element, rtol=1e-12) and np.allclose(by_sum, np.correlate(x, df, "valid"))
+    k = define("f[i] = sum(k, 0, 2, w[k] * x[i + k])", {"i": 500}).compile("numba")
+    buffers = {"w": np.empty(3)}
+    out = k.vjp_into(buffers, df, w=w, x=x)
+    assert out["w"] is buffers["w"] and np.allclose(out["w"], by_element)
+    with pytest.raises(ValueError, match="the buffer for dw must be a contiguous float64 array of shape \\(3,\\)"):
+        k.vjp_into({"w": np.empty(4)}, df, w=w, x=x)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jacacc.elementwise import derive, kernels
-from jacacc.elementwise.parse import Definition
+from jacacc.elementwise.parse import Binary, Definition, Node, Summation, Unary
 from jacacc.errors import RegistryError, require_extra
 
 if TYPE_CHECKING:
@@ -41,6 +41,24 @@ __all__ = ["COMPILED_BACKENDS", "CompiledFunction"]
 
 COMPILED_BACKENDS = ("numba", "cupy")
 THREADS_PER_BLOCK = 256
+#: Numba: below this many output elements per thread, a gradient whose value is a sum is computed
+#: one element after the other with the sum as the parallel loop (a convolution's kernel gradient)
+REDUCTION_ELEMENTS_PER_THREAD = 4
+
+
+def _top(node: Node) -> Node:
+    """The last factor of the body's leading product: the derivatives put the sums there, after the
+    factors hoisted out of them (``-c * sum(…)``)."""
+    while isinstance(node, (Binary, Unary)) and getattr(node, "op", "*") == "*":
+        node = node.right if isinstance(node, Binary) else node.operand
+    return node
+
+
+def _checked_buffer(out: Any, shape: tuple[int, ...], name: str) -> Any:
+    if tuple(out.shape) != tuple(shape) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"the buffer for {name} must be a contiguous float64 array of shape {shape}, got "
+                         f"{out.dtype} {tuple(out.shape)}")
+    return out
 
 
 class CompiledFunction:
@@ -77,27 +95,33 @@ class CompiledFunction:
             return kernels.cuda_source(definition, arguments, ranks)
         return kernels.python_source(definition, arguments, parallel=True)
 
-    def _kernel(self, definition: Definition, ranks: dict[str, int]) -> Callable:
-        key = definition.source
+    def _kernel(self, definition: Definition, ranks: dict[str, int], reduction: bool = False) -> Callable:
+        key = (definition.source, reduction)
         if key not in self._kernels:
             arguments = sorted(definition.arguments())
             if self.backend == "numba":
-                self._kernels[key] = kernels.numba_kernel(definition, arguments)
+                self._kernels[key] = kernels.numba_kernel(definition, arguments, reduction)
             else:
                 self._kernels[key] = _cupy_kernel(kernels.cuda_source(definition, arguments, ranks))
         return self._kernels[key]
 
     def _run(self, definition: Definition, shape: tuple[int, ...], arrays: dict[str, Any],
-             ranks: dict[str, int]) -> Any:
+             ranks: dict[str, int], out: Any = None) -> Any:
         arguments = sorted(definition.arguments())
-        kernel = self._kernel(definition, ranks)
         if self.backend == "numba":
-            out = np.empty(shape)
+            import numba
+
+            # few elements, each a long sum (a convolution's kernel): parallelize the sums instead
+            reduction = isinstance(_top(definition.body), Summation) and \
+                int(np.prod(shape)) < REDUCTION_ELEMENTS_PER_THREAD * numba.get_num_threads()
+            kernel = self._kernel(definition, ranks, reduction)
+            out = np.empty(shape) if out is None else _checked_buffer(out, shape, definition.name)
             kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in arguments))
             return out
+        kernel = self._kernel(definition, ranks)
         cp = require_extra("cupy", "gpu")
         inputs = [cp.ascontiguousarray(cp.asarray(arrays[a], dtype=cp.float64)) for a in arguments]
-        out = cp.empty(shape, dtype=cp.float64)
+        out = cp.empty(shape, dtype=cp.float64) if out is None else _checked_buffer(out, shape, definition.name)
         extents = [*shape, *(n for x in inputs for n in x.shape)]
         total = int(np.prod(shape))
         if total:
@@ -116,6 +140,12 @@ class CompiledFunction:
 
     def vjp(self, df: Any, /, **arrays: Any) -> dict[str, Any]:
         """Every argument's gradient of ``Σ df ⊙ f``, each by its own gather kernel."""
+        return self.vjp_into({}, df, **arrays)
+
+    def vjp_into(self, buffers: dict[str, Any], df: Any, /, **arrays: Any) -> dict[str, Any]:
+        """:meth:`vjp` writing each gradient into ``buffers[name]`` where given (contiguous float64
+        of the argument's shape, on the device for CuPy) — the tape too — so that repeated calls
+        reuse memory the OS has already mapped; returns the gradients."""
         f = self.function
         shapes = f.shapes_of(arrays)
         f.check(shapes)
@@ -128,11 +158,12 @@ class CompiledFunction:
         ranks = self._ranks()
         output = f.output_shape(shapes)
         for name, definition in f.tape().items():  # the forward sums, once
-            inputs[name] = self._run(definition, output, inputs, ranks)
+            inputs[name] = self._run(definition, output, inputs, ranks, buffers.get(name))
+            buffers.setdefault(name, inputs[name])
         out = {}
         for name in f.arguments:
             derivative = f.gather(name, shapes[name]).definition
-            out[name] = self._finish(self._run(derivative, shapes[name], inputs, ranks), arrays)
+            out[name] = self._finish(self._run(derivative, shapes[name], inputs, ranks, buffers.get(name)), arrays)
         return out
 
     def _finish(self, result: Any, arrays: dict[str, Any]) -> Any:

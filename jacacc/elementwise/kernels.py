@@ -68,6 +68,8 @@ class _Emitter:
         self.lines: list[str] = []
         self.indent = 2
         self.serial = 0
+        self.depth = 0  # loops and brackets around the current statement (inside the output loops)
+        self.parallel_sum = False  # Numba: prange the first sum outside every other sum
 
     def fresh(self, base: str) -> str:
         self.serial += 1
@@ -145,15 +147,18 @@ class _Emitter:
             self.line(f"{acc} = 0.0")
             self.line(f"{lo} = {_fold('max', lows)}")
             self.line(f"{hi} = {_fold('min', highs)}")
-            self.line(f"for {k} in range({lo}, {hi} + 1):")
+            loop = "prange" if self.parallel_sum and self.depth == 0 else "range"
+            self.line(f"for {k} in {loop}({lo}, {hi} + 1):")
         else:
             self.line(f"real {acc} = 0;")
             self.line(f"long long {lo} = {_fold('max', lows, c=True)};")
             self.line(f"long long {hi} = {_fold('min', highs, c=True)};")
             self.line(f"for (long long {k} = {lo}; {k} <= {hi}; ++{k}) {{")
         self.indent += 1
+        self.depth += 1
         term = self.value(node.body, inner)
         self.line(f"{acc} += {term}" + (";" if self.lang == "c" else ""))
+        self.depth -= 1
         self.indent -= 1
         if self.lang == "c":
             self.line("}")
@@ -171,8 +176,10 @@ class _Emitter:
             self.line(f"real {out} = 0;")
             self.line(f"if ({test}) {{")
         self.indent += 1
+        self.depth += 1  # a reduction under a bracket stays serial
         value = self.value(node.body, env)
         self.line(f"{out} = {value}" + (";" if self.lang == "c" else ""))
+        self.depth -= 1
         self.indent -= 1
         if self.lang == "c":
             self.line("}")
@@ -196,19 +203,24 @@ def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str,
     return arrays, env
 
 
-def python_source(definition: Definition, arguments: list[str], parallel: bool = False) -> str:
+def python_source(definition: Definition, arguments: list[str], parallel: bool = False,
+                  reduction: bool = False) -> str:
     """A Python function ``kernel(out, *arrays)`` filling ``out`` (the function's shape) element by
     element; ``parallel`` runs the outermost index with Numba's ``prange`` (the inner ones as plain
-    loops, which Numba can vectorize — each element is still computed on its own)."""
+    loops, which Numba can vectorize — each element is still computed on its own).  With
+    ``reduction`` the elements are computed one after the other and the sums at their top level
+    are parallel reductions instead: the layout for a gradient with few elements, each a long sum
+    (a convolution's kernel)."""
     arrays, env = _code_names(definition, arguments)
     em = _Emitter("py", arrays)
     em.indent = 1 + len(definition.indices)
+    em.parallel_sum = parallel and reduction
     value = em.value(definition.body, env)
     dims = [f"_n{k}" for k in range(len(definition.indices))]
     params = ", ".join(["_out", *(arrays[a] for a in arguments)])
     lines = [f"# {definition.source}", f"def kernel({params}):", f"    {', '.join(dims)}, = _out.shape"]
     for depth, (name, n) in enumerate(zip(definition.indices, dims, strict=True)):
-        loop = "prange" if parallel and depth == 0 else "range"
+        loop = "prange" if parallel and not reduction and depth == 0 else "range"
         lines.append("    " * (depth + 1) + f"for {env[name]} in {loop}({n}):")
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
     return "\n".join([*lines, *em.lines, store, ""])
@@ -225,12 +237,13 @@ def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
     return _load(python_source(definition, arguments), "elementwise-py", {"np": np})
 
 
-def numba_kernel(definition: Definition, arguments: list[str]) -> Callable:
-    """The kernel compiled by Numba: ``@njit(parallel=True)``, one ``prange`` iteration per element."""
+def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False) -> Callable:
+    """The kernel compiled by Numba: ``@njit(parallel=True)``, a ``prange`` over the outermost
+    index (or, with ``reduction``, over the top-level sums: :func:`python_source`)."""
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
-    source = python_source(definition, arguments, parallel=True)
+    source = python_source(definition, arguments, parallel=True, reduction=reduction)
     kernel = _load(source, "elementwise-numba", {"np": np, "prange": numba.prange})
     return numba.njit(parallel=True, error_model="numpy", cache=False)(kernel)
 
