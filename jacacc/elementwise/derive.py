@@ -244,6 +244,23 @@ def _names_in(node: Node) -> set[str]:
     return out
 
 
+def free_indices(node: Node) -> set[str]:
+    """The index names ``node`` reads that no sum inside it binds."""
+    if isinstance(node, Read):
+        return set().union(*(a.names for a in node.indices))
+    if isinstance(node, Summation):
+        limits = set().union(*(lim.numerator.names for lim in (*node.lower, *node.upper)))
+        return limits | (free_indices(node.body) - {node.index})
+    out: set[str] = set()
+    if isinstance(node, Guard):
+        out = set().union(*(c.form.names for c in node.conditions))
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            out |= free_indices(sub)
+    return out
+
+
 def _fresh(base: str, taken: set[str]) -> str:
     name = base
     k = 1
@@ -269,6 +286,14 @@ def _echelon(kernel: list[list[int]], particular: list[Affine]) -> tuple[list[li
     columns, their pivot rows and the particular solution."""
     n = len(kernel)
     cols = [[kernel[r][t] for r in range(n)] for t in range(len(kernel[0]) if kernel else 0)]
+    if len(cols) == 1 and any(abs(x) == 1 for x in cols[0]):
+        # one direction: pivot at the last unit entry, so that index is the kernel factor itself
+        # (x[4i + j] gives i = z, j = β - 4z, as paper 000's introduction writes it)
+        col = cols[0]
+        p = max(r for r in range(n) if abs(col[r]) == 1)
+        col = [x * col[p] for x in col]
+        x0 = [x - particular[p].scale(col[r]) for r, x in enumerate(particular)]
+        return [col], [p], x0
     done: list[tuple[int, list[int]]] = []
     remaining = cols
     for p in reversed(range(n)):
@@ -363,7 +388,7 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
     factors.insert(0, Number(0, coefficient))
     # each factor sits at the innermost sum whose index it reads (loop-invariant code motion)
     level = {name: k for k, name in enumerate(names)}
-    depth = [max((level[v] for v in _names_in(f) if v in level), default=-1) for f in factors]
+    depth = [max((level[v] for v in free_indices(f) if v in level), default=-1) for f in factors]
     body: Node | None = None
     for k in reversed(range(-1, len(names))):
         here = [f for f, d in zip(factors, depth, strict=True) if d == k]
