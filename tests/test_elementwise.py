@@ -362,19 +362,35 @@ def test_derivative_errors_name_the_problem():
 
 
 def test_numba_reduction_layout_for_few_long_sums():
-    """A gradient with few elements, each a long sum (a convolution's kernel), runs its sums as
-    parallel reductions: the same values as the element-parallel layout."""
+    """A gradient with few elements, each a long sum (a convolution's kernel), runs as a chunked
+    reduction (partial sums per chunk, added at the end): the same values as the element-parallel
+    layout, also where the sum's range depends on the element and for several chunks."""
+    from jacacc.elementwise import ElementwiseFunction
     from jacacc.elementwise.kernels import numba_kernel, python_source
 
     f = define("f[i] = sum(k, 0, 2, w[k] * x[i + k])", {"i": 500}, backend="python")
     rng = np.random.default_rng(10)
     x, w, df = rng.standard_normal(502), rng.standard_normal(3), rng.standard_normal(500)
     dw = f.gather("w", (3,)).definition
-    assert "for _k2 in prange(" in python_source(dw, ["df", "x"], parallel=True, reduction=True)
+    assert "for _c in prange(_chunks)" in python_source(dw, ["df", "x"], parallel=True, reduction=True)
     by_element, by_sum = np.empty(3), np.empty(3)
     numba_kernel(dw, ["df", "x"])(by_element, df, x)
     numba_kernel(dw, ["df", "x"], reduction=True)(by_sum, df, x)
     assert np.allclose(by_sum, by_element, rtol=1e-12) and np.allclose(by_sum, np.correlate(x, df, "valid"))
+    g = define("g[i] = sum(k, 0, 9000 - 3*i, exp(x[k + i])) * x[i]", {"i": 4}, backend="python")
+    X = rng.standard_normal(9003) / 10
+    h = define("h[i] = sum(k, i, 9000 + 2*i, x[k] * y[k - i])", {"i": 3}, backend="python")
+    Y = rng.standard_normal(9001)
+    for fun, inputs, name in ((g, {"x": X, "dg": df[:4]}, "x"), (h, {"x": X, "y": Y, "dh": df[:3]}, "y")):
+        for tape_name, tape in fun.tape().items():
+            inputs[tape_name] = ElementwiseFunction(tape, fun.sizes, "python")(**inputs)
+        d = fun.gather(name, inputs[name].shape).definition
+        expected = np.empty(inputs[name].shape)
+        got = np.empty(inputs[name].shape)
+        args = [inputs[a] for a in sorted(d.arguments())]
+        numba_kernel(d, sorted(d.arguments()))(expected, *args)
+        numba_kernel(d, sorted(d.arguments()), reduction=True)(got, *args)
+        assert np.allclose(got, expected, rtol=1e-12), name
     k = define("f[i] = sum(k, 0, 2, w[k] * x[i + k])", {"i": 500}).compile("numba")
     buffers = {"w": np.empty(3)}
     out = k.vjp_into(buffers, df, w=w, x=x)

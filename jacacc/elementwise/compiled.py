@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jacacc.elementwise import derive, kernels
-from jacacc.elementwise.parse import Binary, Definition, Node, Summation, Unary
+from jacacc.elementwise.parse import Definition, Summation
 from jacacc.errors import RegistryError, require_extra
 
 if TYPE_CHECKING:
@@ -41,17 +41,9 @@ __all__ = ["COMPILED_BACKENDS", "CompiledFunction"]
 
 COMPILED_BACKENDS = ("numba", "cupy")
 THREADS_PER_BLOCK = 256
-#: Numba: below this many output elements per thread, a gradient whose value is a sum is computed
-#: one element after the other with the sum as the parallel loop (a convolution's kernel gradient)
-REDUCTION_ELEMENTS_PER_THREAD = 4
-
-
-def _top(node: Node) -> Node:
-    """The last factor of the body's leading product: the derivatives put the sums there, after the
-    factors hoisted out of them (``-c * sum(…)``)."""
-    while isinstance(node, (Binary, Unary)) and getattr(node, "op", "*") == "*":
-        node = node.right if isinstance(node, Binary) else node.operand
-    return node
+#: Numba: a gradient with at most this many elements whose value ends in a sum (a convolution's
+#: kernel) runs as a chunked reduction (:func:`~jacacc.elementwise.kernels.python_source`)
+REDUCTION_MAX_ELEMENTS = 1024
 
 
 def _checked_buffer(out: Any, shape: tuple[int, ...], name: str) -> Any:
@@ -109,11 +101,9 @@ class CompiledFunction:
              ranks: dict[str, int], out: Any = None) -> Any:
         arguments = sorted(definition.arguments())
         if self.backend == "numba":
-            import numba
-
-            # few elements, each a long sum (a convolution's kernel): parallelize the sums instead
-            reduction = isinstance(_top(definition.body), Summation) and \
-                int(np.prod(shape)) < REDUCTION_ELEMENTS_PER_THREAD * numba.get_num_threads()
+            # few elements, each a long sum (a convolution's kernel): chunk the sums instead
+            reduction = isinstance(kernels.last_factor(definition.body), Summation) and \
+                int(np.prod(shape)) <= REDUCTION_MAX_ELEMENTS
             kernel = self._kernel(definition, ranks, reduction)
             out = np.empty(shape) if out is None else _checked_buffer(out, shape, definition.name)
             kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in arguments))

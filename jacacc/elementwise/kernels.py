@@ -68,8 +68,11 @@ class _Emitter:
         self.lines: list[str] = []
         self.indent = 2
         self.serial = 0
-        self.depth = 0  # loops and brackets around the current statement (inside the output loops)
-        self.parallel_sum = False  # Numba: prange the first sum outside every other sum
+        self.known: dict[Node, str] = {}  # subtrees already computed into a variable
+        # Numba: read with unsigned indices — every read was checked to stay in range and one
+        # under a false bracket is never made, so the wraparound test for negative indices
+        # (which keeps LLVM from vectorizing the sums) is dead weight
+        self.unsigned_reads = False
 
     def fresh(self, base: str) -> str:
         self.serial += 1
@@ -106,12 +109,16 @@ class _Emitter:
 
     # ---------------------------------------------------------------- values
     def value(self, node: Node, env: dict[str, str]) -> str:
+        if node in self.known:
+            return self.known[node]
         if isinstance(node, Number):
             return repr(float(node.value)) if self.lang == "py" else f"((real){float(node.value)!r})"
         if isinstance(node, Read):
             idx = [self.index(a, env) for a in node.indices]
             name = self.arrays[node.argument]
             if self.lang == "py":
+                if self.unsigned_reads:  # in range (checked exactly): no negative-index wraparound
+                    idx = [f"np.uint64({i})" for i in idx]
                 return f"{name}[{', '.join(idx)}]"
             flat = idx[0]
             for extent, i in zip(self.shapes[node.argument][1:], idx[1:], strict=True):
@@ -147,18 +154,15 @@ class _Emitter:
             self.line(f"{acc} = 0.0")
             self.line(f"{lo} = {_fold('max', lows)}")
             self.line(f"{hi} = {_fold('min', highs)}")
-            loop = "prange" if self.parallel_sum and self.depth == 0 else "range"
-            self.line(f"for {k} in {loop}({lo}, {hi} + 1):")
+            self.line(f"for {k} in range({lo}, {hi} + 1):")
         else:
             self.line(f"real {acc} = 0;")
             self.line(f"long long {lo} = {_fold('max', lows, c=True)};")
             self.line(f"long long {hi} = {_fold('min', highs, c=True)};")
             self.line(f"for (long long {k} = {lo}; {k} <= {hi}; ++{k}) {{")
         self.indent += 1
-        self.depth += 1
         term = self.value(node.body, inner)
         self.line(f"{acc} += {term}" + (";" if self.lang == "c" else ""))
-        self.depth -= 1
         self.indent -= 1
         if self.lang == "c":
             self.line("}")
@@ -176,10 +180,8 @@ class _Emitter:
             self.line(f"real {out} = 0;")
             self.line(f"if ({test}) {{")
         self.indent += 1
-        self.depth += 1  # a reduction under a bracket stays serial
         value = self.value(node.body, env)
         self.line(f"{out} = {value}" + (";" if self.lang == "c" else ""))
-        self.depth -= 1
         self.indent -= 1
         if self.lang == "c":
             self.line("}")
@@ -208,22 +210,94 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     """A Python function ``kernel(out, *arrays)`` filling ``out`` (the function's shape) element by
     element; ``parallel`` runs the outermost index with Numba's ``prange`` (the inner ones as plain
     loops, which Numba can vectorize — each element is still computed on its own).  With
-    ``reduction`` the elements are computed one after the other and the sums at their top level
-    are parallel reductions instead: the layout for a gradient with few elements, each a long sum
-    (a convolution's kernel)."""
+    ``reduction``, for a body ending in a sum (``c * sum(k, …)``, as derivatives are built), the
+    range of that sum is cut into chunks instead: each parallel iteration computes every element's
+    partial sum over one chunk — the chunk's data stays in cache across the elements — and the
+    partial sums are added at the end, still without atomics.  That is the layout for a gradient
+    with few elements, each a long sum (a convolution's kernel)."""
+    if reduction and isinstance(last_factor(definition.body), Summation):
+        return _chunked_source(definition, arguments, parallel)
     arrays, env = _code_names(definition, arguments)
     em = _Emitter("py", arrays)
     em.indent = 1 + len(definition.indices)
-    em.parallel_sum = parallel and reduction
+    em.unsigned_reads = parallel
     value = em.value(definition.body, env)
-    dims = [f"_n{k}" for k in range(len(definition.indices))]
-    params = ", ".join(["_out", *(arrays[a] for a in arguments)])
-    lines = [f"# {definition.source}", f"def kernel({params}):", f"    {', '.join(dims)}, = _out.shape"]
-    for depth, (name, n) in enumerate(zip(definition.indices, dims, strict=True)):
-        loop = "prange" if parallel and not reduction and depth == 0 else "range"
-        lines.append("    " * (depth + 1) + f"for {env[name]} in {loop}({n}):")
+    lines = _signature(definition, arguments, arrays)
+    lines += _output_loops(definition, env, 1, "prange" if parallel else "range")
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
     return "\n".join([*lines, *em.lines, store, ""])
+
+
+#: the length of one chunk of a chunked reduction (:func:`python_source`)
+CHUNK = 4096
+
+
+def last_factor(node: Node) -> Node:
+    """The last factor of a leading product: derivatives put their sums there, after the factors
+    hoisted out of them (``-c * sum(…)``)."""
+    while isinstance(node, (Binary, Unary)) and getattr(node, "op", "*") == "*":
+        node = node.right if isinstance(node, Binary) else node.operand
+    return node
+
+
+def _signature(definition: Definition, arguments: list[str], arrays: dict[str, str]) -> list[str]:
+    dims = [f"_n{k}" for k in range(len(definition.indices))]
+    params = ", ".join(["_out", *(arrays[a] for a in arguments)])
+    return [f"# {definition.source}", f"def kernel({params}):", f"    {', '.join(dims)}, = _out.shape"]
+
+
+def _output_loops(definition: Definition, env: dict[str, str], indent: int, first: str) -> list[str]:
+    lines = []
+    for depth, name in enumerate(definition.indices):
+        loop = first if depth == 0 else "range"
+        lines.append("    " * (indent + depth) + f"for {env[name]} in {loop}(_n{depth}):")
+    return lines
+
+
+def _chunked_source(definition: Definition, arguments: list[str], parallel: bool) -> str:
+    arrays, env = _code_names(definition, arguments)
+    total = " * ".join(f"_n{k}" for k in range(len(definition.indices)))
+    flat = env[definition.indices[0]]
+    for k, name in enumerate(definition.indices[1:], start=1):
+        flat = f"({flat}) * _n{k} + {env[name]}"
+    sum_node = last_factor(definition.body)
+    assert isinstance(sum_node, Summation)
+    inner = 1 + len(definition.indices)
+    lines = _signature(definition, arguments, arrays)
+    # the union of the sum's ranges over all elements
+    bounds = _Emitter("py", arrays)
+    lo = _fold("max", [bounds.limit(lim, env, True) for lim in sum_node.lower])
+    hi = _fold("min", [bounds.limit(lim, env, False) for lim in sum_node.upper])
+    lines += ["    _kmin = 0", "    _kmax = -1", "    _first = True"]
+    lines += _output_loops(definition, env, 1, "range")
+    pad = "    " * inner
+    lines += [f"{pad}_lo = {lo}", f"{pad}_hi = {hi}", f"{pad}if _lo <= _hi:",
+              f"{pad}    _kmin = _lo if _first else min(_kmin, _lo)",
+              f"{pad}    _kmax = _hi if _first else max(_kmax, _hi)", f"{pad}    _first = False"]
+    lines += [f"    _chunks = (_kmax - _kmin) // {CHUNK} + 1 if _kmax >= _kmin else 0",
+              f"    _part = np.zeros((_chunks, {total}))",
+              f"    for _c in {'prange' if parallel else 'range'}(_chunks):",
+              f"        _c0 = _kmin + _c * {CHUNK}",
+              f"        _c1 = min(_c0 + {CHUNK - 1}, _kmax)"]
+    lines += _output_loops(definition, env, 2, "range")
+    em = _Emitter("py", arrays)
+    em.indent = inner + 1
+    em.unsigned_reads = parallel
+    chunk_env = {**env, "_c0": "_c0", "_c1": "_c1"}
+    piece = Summation(sum_node.column, sum_node.index, (*sum_node.lower, Limit(Affine.of("_c0"))),
+                      (*sum_node.upper, Limit(Affine.of("_c1"))), sum_node.body)
+    partial = em.value(piece, chunk_env)
+    lines += em.lines + ["    " * (inner + 1) + f"_part[_c, {flat}] = {partial}"]
+    # the elements: the factors outside the sum times the added partial sums
+    lines += _output_loops(definition, env, 1, "prange" if parallel else "range")
+    final = _Emitter("py", arrays)
+    final.indent = inner
+    final.unsigned_reads = parallel
+    final.known[sum_node] = "_total"
+    lines += [f"{pad}_total = 0.0", f"{pad}for _c in range(_chunks):", f"{pad}    _total += _part[_c, {flat}]"]
+    value = final.value(definition.body, env)
+    lines += final.lines + [f"{pad}_out[{', '.join(env[n] for n in definition.indices)}] = {value}"]
+    return "\n".join([*lines, ""])
 
 
 def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:
@@ -239,13 +313,15 @@ def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False) -> Callable:
     """The kernel compiled by Numba: ``@njit(parallel=True)``, a ``prange`` over the outermost
-    index (or, with ``reduction``, over the top-level sums: :func:`python_source`)."""
+    index (or, with ``reduction``, over chunks of the final sum: :func:`python_source`)."""
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
     source = python_source(definition, arguments, parallel=True, reduction=reduction)
     kernel = _load(source, "elementwise-numba", {"np": np, "prange": numba.prange})
-    return numba.njit(parallel=True, error_model="numpy", cache=False)(kernel)
+    # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag,
+    # so inf and nan behave as in the reference
+    return numba.njit(parallel=True, error_model="numpy", cache=False, fastmath={"reassoc", "contract"})(kernel)
 
 
 _CUDA_PRELUDE = """typedef double real;
