@@ -40,6 +40,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/search_benchmark.py
 	$(PY) experiments/dual_graph_figure.py
 	$(PY) experiments/kernel_benchmark.py
+	$(PY) experiments/elementwise_kernels.py
 	$(PY) experiments/frontend_sizes.py
 	$(PY) experiments/tensor_hessians.py
 	$(PY) experiments/linalg_examples.py
