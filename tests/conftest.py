@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Numba's OpenMP threads spin after each parallel kernel by default; on a two-core machine they
+# then take the cores from everything else the test process runs.  Passive waiting, set before
+# Numba starts its thread pool.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 @pytest.fixture(scope="module")
