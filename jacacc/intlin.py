@@ -30,7 +30,7 @@ Form = tuple[dict[str, int], int]
 
 __all__ = ["Form", "LoopBound", "NestedBounds", "SmithForm", "bounds_for", "ceil_div", "count_points_1d",
            "determinant", "eliminate", "floor_div", "integer_feasible", "nested_bounds", "range_escape",
-           "smith_normal_form", "tighten"]
+           "shadow_empty", "smith_normal_form", "tighten"]
 
 
 def floor_div(a: int, b: int) -> int:
@@ -133,6 +133,20 @@ def _shadow_infeasible(cons: list[Form], variables: list[str]) -> bool:
             return True
         current = eliminate(current, v)
     return any(not c and k < 0 for c, k in current)
+
+
+def shadow_empty(constraints: Iterable[Form]) -> bool:
+    """Whether Fourier–Motzkin elimination of every variable proves ``constraints ≥ 0`` have no
+    integer point.  Sound, not complete: False means "maybe not empty" (the shadow is rational,
+    tightened for integers at each step).
+
+    >>> shadow_empty([({"i": 1}, 0), ({"i": -1}, 2), ({"i": 1}, -3)])  # 0 ≤ i ≤ 2, i ≥ 3
+    True
+    >>> shadow_empty([({"i": 2, "j": -2}, -1), ({"i": -2, "j": 2}, 1)])  # 2i - 2j = 1: no integers
+    True
+    """
+    cons = [t for t in (tighten(c) for c in constraints) if t is not None]
+    return _shadow_infeasible(cons, sorted({v for c, _ in cons for v in c}))
 
 
 def integer_feasible(ineqs: Iterable[Form], eqs: Iterable[Form], box: Mapping[str, tuple[int, int]],

@@ -152,7 +152,7 @@ class CompiledFunction:
             buffers.setdefault(name, inputs[name])
         out = {}
         for name in f.arguments:
-            derivative = f.gather(name, shapes[name]).definition
+            derivative = f.gather(name, shapes[name], output).definition
             out[name] = self._finish(self._run(derivative, shapes[name], inputs, ranks, buffers.get(name)), arrays)
         return out
 

@@ -24,11 +24,18 @@ Examples
 >>> from jacacc.elementwise.parse import parse
 >>> d = parse("f[i, j] = exp(x[i + j])")
 >>> print(derivative(d, "x", {"i": 3, "j": 4}))
+dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
+>>> print(derivative(d, "x", {"i": 3, "j": 4}, shape=(6,)))
 dx[dx0] = exp(x[dx0]) * sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z])
+
+A factor moves out of the sums it does not depend on (loop-invariant code motion), but only
+out of sums that are never empty: for ``dx0 ≥ 6`` the sum above is empty and ``x[dx0]`` would
+be read where ``f`` reads nothing; with the shape of ``x`` known that cannot happen.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -52,7 +59,7 @@ from jacacc.elementwise.parse import (
     walk,
 )
 from jacacc.elementwise.system import Context, interval
-from jacacc.intlin import Form, nested_bounds, smith_normal_form
+from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
 
 __all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "recall_inside", "stored_values", "substitute"]
 
@@ -389,6 +396,9 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
     # each factor sits at the innermost sum whose index it reads (loop-invariant code motion)
     level = {name: k for k, name in enumerate(names)}
     depth = [max((level[v] for v in free_indices(f) if v in level), default=-1) for f in factors]
+    # … but never out of a sum that can be empty: the factor would then read where f never does
+    innermost = _possibly_empty_level(nest, _known(conditions, outputs, shape, atoms))
+    depth = [max(d, innermost) for d in depth]
     body: Node | None = None
     for k in reversed(range(-1, len(names))):
         here = [f for f, d in zip(factors, depth, strict=True) if d == k]
@@ -398,12 +408,54 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
         bound = nest.bounds[k]
         if not bound.lower or not bound.upper:
             raise SourceError(f"the derivative w.r.t. {occ.read.argument} at column {occ.read.column} sums over "
-                              f"an unbounded index {bound.variable}")
+                              f"{bound.variable}, which is unbounded {'below' if not bound.lower else 'above'}: "
+                              f"give the extents of the indices {', '.join(outputs_of(ctx))} (derive the "
+                              f"function this derives with the shape of its argument)")
         lower = _ordered(Limit(_from_form(f, atoms), d) for d, f in bound.lower)
         upper = _ordered(Limit(_from_form(f, atoms), d) for d, f in bound.upper)
         body = Summation(0, bound.variable, lower, upper, body)
     body = rename_binders(body, set())  # a factor's copy of a sum can shadow a path sum's index
     return Guard(0, tuple(conditions), body) if conditions else body
+
+
+def _known(conditions: list[Condition], outputs: list[str], shape: tuple[int, ...] | None,
+           atoms: dict[str, Quotient]) -> list[Form]:
+    """What holds wherever a term is evaluated: ``0 ≤ outputs < shape`` and its bracket's
+    (in)equalities (divisibility brackets left out: fewer constraints only make the use safer)."""
+    known: list[Form] = []
+    for axis, v in enumerate(outputs):
+        known.append(({v: 1}, 0))
+        if shape is not None:
+            known.append(({v: -1}, shape[axis] - 1))
+    for c in conditions:
+        if c.relation == "%":
+            continue
+        coeffs, const = _as_form(c.form, atoms)
+        known.append((coeffs, const))
+        if c.relation == "==":
+            known.append(({v: -x for v, x in coeffs.items()}, -const))
+    return known
+
+
+def _possibly_empty_level(nest: NestedBounds, known: list[Form]) -> int:
+    """The innermost sum of ``nest`` whose range may be empty for some values of the indices outside
+    it (−1 when Fourier–Motzkin proves every one non-empty wherever it is reached)."""
+    innermost = -1
+    reached = list(known)
+    for level, bound in enumerate(nest.bounds):
+        for (p, low), (q, high) in itertools.product(bound.lower, bound.upper):
+            # ⌈low/p⌉ > ⌊high/q⌋ (an empty range) needs (low + p − 1)/p ≥ ⌈low/p⌉ ≥ ⌊high/q⌋ + 1 ≥ (high + 1)/q,
+            # that is q·low − p·high + p·q − p − q ≥ 0
+            names = set(low[0]) | set(high[0])
+            crossed = ({v: q * low[0].get(v, 0) - p * high[0].get(v, 0) for v in names},
+                       q * low[1] - p * high[1] + p * q - p - q)
+            if not shadow_empty([*reached, crossed]):
+                innermost = level
+                break
+        z = bound.variable
+        reached += [({**{v: -c for v, c in f[0].items()}, z: p}, -f[1]) for p, f in bound.lower]  # p·z ≥ f
+        reached += [({**f[0], z: -q}, f[1]) for q, f in bound.upper]  # q·z ≤ f
+    return innermost
 
 
 def _recalled(node: Node, stored: Mapping[Node, Read]) -> Node:

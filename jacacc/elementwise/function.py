@@ -153,6 +153,9 @@ class ElementwiseFunction:
                 raise SourceError(f"{name} is read with {rank} ind{'ex' if rank == 1 else 'ices'} but its array "
                                   f"has shape {shape}")
             shapes[name] = tuple(int(s) for s in shape)
+        if self.shape_of is not None and self.shape is not None and shapes[self.shape_of] != self.shape:
+            raise SourceError(f"{self.name} was derived for {self.shape_of} of shape {self.shape}, "
+                              f"got an array of shape {shapes[self.shape_of]}")
         return shapes
 
     def output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
@@ -192,11 +195,12 @@ class ElementwiseFunction:
         """The gather-form derivative ``d<argument>`` (paper 000 §5.3, Algorithm 4): an elementwise
         function of the cotangent ``d<name>`` and the arguments, with the shape of ``argument``.
         Given that ``shape``, brackets that hold on all of it are left out."""
-        key = (argument, None if shape is None else tuple(shape))
+        key = (argument, None if shape is None else tuple(int(n) for n in shape))
         if key not in self._derivatives:
             definition = derive.derivative(self.definition, argument, self.sizes, key[1])
+            extents = key[1] or (None,) * len(definition.indices)
             self._derivatives[key] = ElementwiseFunction(
-                definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)
+                definition, dict(zip(definition.indices, extents, strict=True)), self.backend, shape_of=argument)
         return self._derivatives[key]
 
     def tape(self) -> dict[str, Definition]:
@@ -213,15 +217,19 @@ class ElementwiseFunction:
                 self._tape[name] = Definition(name, indices, body, text)
         return dict(self._tape)
 
-    def gather(self, argument: str, shape: tuple[int, ...]) -> ElementwiseFunction:
-        """The derivative :meth:`vjp` evaluates: :meth:`derivative` for the argument's shape, reading
-        the :meth:`tape` arrays where it would recompute a sum of the function."""
-        key = ("tape", argument, tuple(shape))
+    def gather(self, argument: str, shape: tuple[int, ...],
+               output: tuple[int, ...] | None = None) -> ElementwiseFunction:
+        """The derivative :meth:`vjp` evaluates: :meth:`derivative` for the argument's ``shape``, reading
+        the :meth:`tape` arrays where it would recompute a sum of the function.  ``output`` is this
+        function's own shape where its sizes leave it open (a derivative's: the shape of ``shape_of``)."""
+        shape = tuple(int(n) for n in shape)
+        sizes = self.sizes if output is None else dict(zip(self.definition.indices, output, strict=True))
+        key = ("tape", argument, shape, tuple(sizes.values()))
         if key not in self._derivatives:
             stored = derive.stored_values(self.definition)
-            definition = derive.derivative(self.definition, argument, self.sizes, tuple(shape), stored)
+            definition = derive.derivative(self.definition, argument, sizes, shape, stored)
             self._derivatives[key] = ElementwiseFunction(
-                definition, {n: None for n in definition.indices}, self.backend, shape_of=argument)
+                definition, dict(zip(definition.indices, shape, strict=True)), self.backend, shape_of=argument)
         return self._derivatives[key]
 
     def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
@@ -236,7 +244,8 @@ class ElementwiseFunction:
             if key not in self._derivatives:
                 self._derivatives[key] = ElementwiseFunction(definition, self.sizes, self.backend, self.shape_of)
             inputs[name] = self._derivatives[key](**inputs)
-        return {name: self.gather(name, shape)(**inputs) for name, shape in shapes.items()
+        output = self.output_shape(shapes)
+        return {name: self.gather(name, shape, output)(**inputs) for name, shape in shapes.items()
                 if name in self.definition.arguments()}
 
     def _cotangent(self, df: Any, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
