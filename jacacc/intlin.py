@@ -126,12 +126,26 @@ def _inequalities(ineqs: Iterable[Form], eqs: Iterable[Form], box: Mapping[str, 
     return cons
 
 
+#: Fourier–Motzkin can square the number of constraints per eliminated variable; past this many
+#: pairs a projection is abandoned (a proof of emptiness is then not found, which is always sound)
+FM_LIMIT = 4000
+
+
+def _eliminate_within(constraints: list[Form], var: str) -> list[Form] | None:
+    """:func:`eliminate`, or None when it would combine more than :data:`FM_LIMIT` pairs."""
+    lower = sum(1 for c, _ in constraints if c.get(var, 0) > 0)
+    upper = sum(1 for c, _ in constraints if c.get(var, 0) < 0)
+    return None if lower * upper > FM_LIMIT else eliminate(constraints, var)
+
+
 def _shadow_infeasible(cons: list[Form], variables: list[str]) -> bool:
-    current = cons
+    current: list[Form] | None = cons
     for v in variables:
         if any(not c and k < 0 for c, k in current):
             return True
-        current = eliminate(current, v)
+        current = _eliminate_within(current, v)
+        if current is None:
+            return False  # too large to project: not proven empty
     return any(not c and k < 0 for c, k in current)
 
 
@@ -178,9 +192,12 @@ def integer_feasible(ineqs: Iterable[Form], eqs: Iterable[Form], box: Mapping[st
         if _shadow_infeasible(cons, vars_left):
             return False
         v, rest = vars_left[0], vars_left[1:]
-        projected = cons
+        projected: list[Form] | None = cons
         for w in rest:
-            projected = eliminate(projected, w)
+            projected = _eliminate_within(projected, w)
+            if projected is None:  # too large: v's own constraints (its box) bound the enumeration
+                projected = [c for c in cons if set(c[0]) <= {v}]
+                break
         lower, upper = bounds_for(projected, v)
         lo = max(ceil_div(f[1], d) for d, f in lower if not f[0])
         hi = min(floor_div(f[1], d) for d, f in upper if not f[0])

@@ -38,6 +38,7 @@ def test_reproduction_script():
     assert "exact match found" in out
 
 
+@pytest.mark.slow  # ~20 s of compiling and timing; the peers' agreement is also checked by test_elementwise
 def test_benchmark_quick_run(tmp_path):
     pytest.importorskip("matplotlib")
     record_path, figure = tmp_path / "elementwise_kernels.json", tmp_path / "elementwise_kernels.png"

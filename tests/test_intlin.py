@@ -114,3 +114,36 @@ def test_fourier_motzkin_with_parameters_reproduces_paper_000_example():
         assert [p["z"] for p in nest.points({"d": d})] == expected
     # the feasibility conditions on the parameter: 0 ≤ d ≤ 6
     assert all(nest.points({"d": d}) == [] for d in (-1, 7))
+
+
+def _brute_force_feasible(ineqs, box) -> bool:
+    names = sorted(box)
+    for point in itertools.product(*(range(lo, hi + 1) for lo, hi in (box[n] for n in names))):
+        env = dict(zip(names, point, strict=True))
+        if all(sum(c * env[v] for v, c in coeffs.items()) + k >= 0 for coeffs, k in ineqs):
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0, 2, 6, 4000]))
+def test_integer_feasibility_and_shadow_when_fourier_motzkin_is_cut_short(seed, limit):
+    """With the projection abandoned early (a small FM_LIMIT: what a large system hits), feasibility
+    still equals enumeration and an emptiness proof is still sound."""
+    import jacacc.intlin as intlin
+
+    rng = np.random.default_rng(seed)
+    names = [f"v{n}" for n in range(int(rng.integers(2, 5)))]
+    box = {v: (0, int(rng.integers(1, 3))) for v in names}
+    ineqs = [({v: int(rng.integers(-3, 4)) for v in names}, int(rng.integers(-4, 5))) for _ in range(int(rng.integers(3, 9)))]
+    saved = intlin.FM_LIMIT
+    intlin.FM_LIMIT = limit
+    try:
+        feasible = intlin.integer_feasible(ineqs, [], box)
+        box_forms = [({v: 1}, -lo) for v, (lo, _) in box.items()] + [({v: -1}, hi) for v, (_, hi) in box.items()]
+        empty = intlin.shadow_empty(ineqs + box_forms)
+    finally:
+        intlin.FM_LIMIT = saved
+    expected = _brute_force_feasible(ineqs, box)
+    assert feasible == expected
+    assert not (empty and expected)  # a proof of emptiness is never wrong

@@ -20,7 +20,7 @@ Examples
 >>> np.allclose(k.vjp(np.ones((3, 4)), x=X)["x"], np.exp(X) * [1, 2, 3, 3, 2, 1])
 True
 >>> print(k.sources["dx"].splitlines()[0])
-# dx[dx0] = exp(x[dx0]) * sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z])
+# dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
 """
 
 from __future__ import annotations
