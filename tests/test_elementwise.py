@@ -397,3 +397,22 @@ def test_numba_reduction_layout_for_few_long_sums():
     assert out["w"] is buffers["w"] and np.allclose(out["w"], by_element)
     with pytest.raises(ValueError, match="the buffer for dw must be a contiguous float64 array of shape \\(3,\\)"):
         k.vjp_into({"w": np.empty(4)}, df, w=w, x=x)
+
+
+def test_compiled_kernels_run_serially_below_the_parallel_threshold():
+    """Small inputs run on the calling thread, large ones in parallel (the chunked reduction only
+    there); both give the same gradients."""
+    from jacacc.elementwise import compiled
+
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(3)
+    source = "f[i] = sum(k, 0, 2, w[k] * x[i + k])"
+    for n, parallel in ((500, False), (compiled.PARALLEL_MIN_ELEMENTS + 10, True)):
+        k = define(source, {"i": n}).compile("numba")
+        x, w, df = rng.standard_normal(n + 2), rng.standard_normal(3), rng.standard_normal(n)
+        got = k.vjp(df, w=w, x=x)
+        assert np.allclose(got["w"], np.correlate(x, df, "valid"), rtol=1e-10)
+        assert np.allclose(got["x"], np.convolve(df, w), rtol=1e-10)
+        modes = {key[1:] for key in k._kernels}  # (reduction, parallel) of each kernel built
+        assert {p for _, p in modes} == {parallel}
+        assert (True, True) in modes if parallel else (True, False) not in modes

@@ -44,6 +44,10 @@ THREADS_PER_BLOCK = 256
 #: Numba: a gradient with at most this many elements whose value ends in a sum (a convolution's
 #: kernel) runs as a chunked reduction (:func:`~jacacc.elementwise.kernels.python_source`)
 REDUCTION_MAX_ELEMENTS = 1024
+#: Numba: below this many elements (of the result or of the largest input) a kernel runs on the
+#: calling thread; waking the thread pool costs 50–170 µs, more than such a kernel's work (measured
+#: on two cores with ``OMP_WAIT_POLICY=passive``: the crossover lies near 3·10⁴ elements)
+PARALLEL_MIN_ELEMENTS = 32_768
 
 
 def _checked_buffer(out: Any, shape: tuple[int, ...], name: str) -> Any:
@@ -87,12 +91,13 @@ class CompiledFunction:
             return kernels.cuda_source(definition, arguments, ranks)
         return kernels.python_source(definition, arguments, parallel=True)
 
-    def _kernel(self, definition: Definition, ranks: dict[str, int], reduction: bool = False) -> Callable:
-        key = (definition.source, reduction)
+    def _kernel(self, definition: Definition, ranks: dict[str, int], reduction: bool = False,
+                parallel: bool = True) -> Callable:
+        key = (definition.source, reduction, parallel)
         if key not in self._kernels:
             arguments = sorted(definition.arguments())
             if self.backend == "numba":
-                self._kernels[key] = kernels.numba_kernel(definition, arguments, reduction)
+                self._kernels[key] = kernels.numba_kernel(definition, arguments, reduction, parallel)
             else:
                 self._kernels[key] = _cupy_kernel(kernels.cuda_source(definition, arguments, ranks))
         return self._kernels[key]
@@ -101,10 +106,12 @@ class CompiledFunction:
              ranks: dict[str, int], out: Any = None) -> Any:
         arguments = sorted(definition.arguments())
         if self.backend == "numba":
+            elements = int(np.prod(shape))
+            parallel = max(elements, *(int(np.size(arrays[a])) for a in arguments)) >= PARALLEL_MIN_ELEMENTS
             # few elements, each a long sum (a convolution's kernel): chunk the sums instead
-            reduction = isinstance(kernels.last_factor(definition.body), Summation) and \
-                int(np.prod(shape)) <= REDUCTION_MAX_ELEMENTS
-            kernel = self._kernel(definition, ranks, reduction)
+            reduction = parallel and isinstance(kernels.last_factor(definition.body), Summation) and \
+                elements <= REDUCTION_MAX_ELEMENTS
+            kernel = self._kernel(definition, ranks, reduction, parallel)
             out = np.empty(shape) if out is None else _checked_buffer(out, shape, definition.name)
             kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in arguments))
             return out

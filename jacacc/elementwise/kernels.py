@@ -311,9 +311,11 @@ def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
     return _load(python_source(definition, arguments), "elementwise-py", {"np": np})
 
 
-def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False) -> Callable:
+def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,
+                 parallel: bool = True) -> Callable:
     """The kernel compiled by Numba: ``@njit(parallel=True)``, a ``prange`` over the outermost
-    index (or, with ``reduction``, over chunks of the final sum: :func:`python_source`)."""
+    index (or, with ``reduction``, over chunks of the final sum: :func:`python_source`); with
+    ``parallel=False`` the same loops on the calling thread (no thread wake-up: small inputs)."""
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
@@ -321,7 +323,7 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
     kernel = _load(source, "elementwise-numba", {"np": np, "prange": numba.prange})
     # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag,
     # so inf and nan behave as in the reference
-    return numba.njit(parallel=True, error_model="numpy", cache=False, fastmath={"reassoc", "contract"})(kernel)
+    return numba.njit(parallel=parallel, error_model="numpy", cache=False, fastmath={"reassoc", "contract"})(kernel)
 
 
 _CUDA_PRELUDE = """typedef double real;
