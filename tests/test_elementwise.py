@@ -292,14 +292,16 @@ def test_cuda_kernels_run_on_the_host_match_the_reference(tmp_path):
     rng = np.random.default_rng(8)
     for n, (f, shapes, k) in enumerate(_cuda_sources()):
         inputs = {**_arrays(shapes, rng), "df": rng.standard_normal(f.shape)}
+        tape_shapes = {name: f.tape_shape(name, f.shapes_of(inputs)) for name in f.tape()}
         for name, definition in f.tape().items():
-            inputs[name] = ElementwiseFunction(definition, f.sizes, "python")(**inputs)
+            sizes = dict(zip(definition.indices, tape_shapes[name], strict=True))
+            inputs[name] = ElementwiseFunction(definition, sizes, "python")(**inputs)
         for name, src in k.sources.items():
             definition = k.definitions[name]
             argument = name[1:] if name.startswith("d") and name[1:] in shapes else None
-            g = ElementwiseFunction(definition, f.sizes if argument is None else dict.fromkeys(definition.indices),
-                                    "python", shape_of=argument)
-            out_shape = f.shape if argument is None else shapes[argument]
+            out_shape = tape_shapes.get(name, f.shape) if argument is None else shapes[argument]
+            g = ElementwiseFunction(definition, dict(zip(definition.indices, out_shape, strict=True)), "python",
+                                    shape_of=argument)
             arguments = g.arguments
             extents = [*out_shape, *(s for a in arguments for s in np.shape(inputs[a]))]
             call = ", ".join([*(f"p[{m}]" for m in range(len(arguments) + 1)),
@@ -383,7 +385,8 @@ def test_numba_reduction_layout_for_few_long_sums():
     Y = rng.standard_normal(9001)
     for fun, inputs, name in ((g, {"x": X, "dg": df[:4]}, "x"), (h, {"x": X, "y": Y, "dh": df[:3]}, "y")):
         for tape_name, tape in fun.tape().items():
-            inputs[tape_name] = ElementwiseFunction(tape, fun.sizes, "python")(**inputs)
+            sizes = dict(zip(tape.indices, fun.tape_shape(tape_name, fun.shapes_of(inputs)), strict=True))
+            inputs[tape_name] = ElementwiseFunction(tape, sizes, "python")(**inputs)
         d = fun.gather(name, inputs[name].shape).definition
         expected = np.empty(inputs[name].shape)
         got = np.empty(inputs[name].shape)
@@ -416,3 +419,31 @@ def test_compiled_kernels_run_serially_below_the_parallel_threshold():
         modes = {key[1:] for key in k._kernels}  # (reduction, parallel) of each kernel built
         assert {p for _, p in modes} == {parallel}
         assert (True, True) in modes if parallel else (True, False) not in modes
+
+
+@pytest.mark.parametrize("source, sizes, stored", [
+    ("f[i, j] = tanh(x[i + j]) * y[j]", {"i": 3, "j": 4}, ["f_p0[p0] = tanh(x[p0])"]),
+    ("f[i, j] = exp(2 * x[i]) + y[j]", {"i": 3, "j": 4}, ["f_p0[p0] = exp(2 * x[p0])"]),  # j does not move x
+    ("f[i] = sum(k, 0, 2, sin(x[k]) * cos(y[i + k]))", {"i": 4},
+     ["f_p0[p0] = sin(x[p0])", "f_p1[p0] = cos(y[p0])"]),
+    ("f[i] = tanh(x[i]) + exp(x[2*i])", {"i": 3}, []),  # injective: each element computed once anyway
+    ("f[i, j] = log(x[i + j])", {"i": 2, "j": 2}, []),  # log is not defined on every unread element
+    ("f[i, j] = tanh(x[i] * y[j])", {"i": 2, "j": 2}, []),  # two elements: no per-element value
+])
+def test_pointwise_values_of_costly_calls(source, sizes, stored):
+    """A costly call of one argument element that f evaluates more often than the argument has
+    elements is tabulated once per element (the tape) and read by the derivatives; the gradients
+    are unchanged."""
+    from jacacc.elementwise import derive
+
+    f = define(source, sizes, backend="python")
+    values = derive.pointwise_values(f.definition)
+    assert [p.definition.source for p in values.values()] == stored
+    rng = np.random.default_rng(5)
+    arrays = {n: rng.uniform(0.5, 1.5, 2 * max(sizes.values()) + 3) for n in f.arguments}
+    df = rng.standard_normal(f.shape)
+    gradients = f.vjp(df, **arrays)
+    gathered = " ".join(str(f.gather(name, arrays[name].shape)) for name in f.arguments)
+    assert all(p.name in gathered for p in values.values()), gathered
+    for name in f.arguments:
+        assert np.allclose(gradients[name], f.derivative(name)(df=df, **arrays), rtol=1e-13, atol=0)

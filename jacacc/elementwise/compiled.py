@@ -7,8 +7,9 @@ of the gradient — no atomics, no scatter-add, no temporary memory.  The
 derivatives are specialized to the argument shapes of the call (brackets that
 hold on a whole shape are left out) and cached per shape.  ``k.sources`` holds
 the generated code (Python for Numba, CUDA C++ for CuPy) — the function, its
-forward sums (the tape: computed once, read by the derivatives instead of
-recomputed) and the derivatives; the CUDA source is
+tape (computed once, read by the derivatives instead of recomputed: costly calls
+of one argument element over the argument's shape, and forward sums) and the
+derivatives; the CUDA source is
 written without CuPy, so it can be compile-checked with ``nvcc --ptx`` on a
 machine without a GPU.
 
@@ -19,8 +20,10 @@ Examples
 >>> X = np.linspace(0.0, 1.0, 6)
 >>> np.allclose(k.vjp(np.ones((3, 4)), x=X)["x"], np.exp(X) * [1, 2, 3, 3, 2, 1])
 True
+>>> print(k.sources["f_p0"].splitlines()[0])  # exp once per element of x (f reads each up to 3 times)
+# f_p0[p0] = exp(x[p0])
 >>> print(k.sources["dx"].splitlines()[0])
-# dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * exp(x[dx0]))
+# dx[dx0] = sum(z, max(0, dx0 - 2), min(3, dx0), df[dx0 - z, z] * f_p0[dx0])
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ class CompiledFunction:
         self._kernels: dict[str, Callable] = {}
         tape = function.tape()
         self.ranks = ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
-                 **dict.fromkeys(tape, len(function.definition.indices))}
+                              **{name: len(d.indices) for name, d in tape.items()}}
+        pointwise = {key: p.name for key, p in derive.pointwise_values(function.definition).items()}
         derivatives = [derive.derivative(function.definition, a, function.sizes, None, derive.stored_values(
-            function.definition)) for a in function.arguments]
+            function.definition), pointwise) for a in function.arguments]
         definitions = [function.definition, *tape.values(), *derivatives]
         #: the definitions compiled: the function, its tape and its derivatives, by name
         self.definitions = {d.name: d for d in definitions}
@@ -154,8 +158,8 @@ class CompiledFunction:
         inputs = {**arrays, f.cotangent: df}
         ranks = self._ranks()
         output = f.output_shape(shapes)
-        for name, definition in f.tape().items():  # the forward sums, once
-            inputs[name] = self._run(definition, output, inputs, ranks, buffers.get(name))
+        for name, definition in f.tape().items():  # pointwise values and forward sums, once
+            inputs[name] = self._run(definition, f.tape_shape(name, shapes), inputs, ranks, buffers.get(name))
             buffers.setdefault(name, inputs[name])
         out = {}
         for name in f.arguments:

@@ -36,7 +36,7 @@ be read where ``f`` reads nothing; with the shape of ``x`` known that cannot hap
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from jacacc.elementwise.parse import (
@@ -55,13 +55,15 @@ from jacacc.elementwise.parse import (
     SourceError,
     Summation,
     Unary,
+    expression_text,
     unparse,
     walk,
 )
 from jacacc.elementwise.system import Context, interval
 from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
 
-__all__ = ["Occurrence", "cotangent_name", "derivative", "occurrences", "recall_inside", "stored_values", "substitute"]
+__all__ = ["Occurrence", "Pointwise", "Recall", "cotangent_name", "derivative", "occurrences", "pointwise_key",
+           "pointwise_values", "recall_inside", "stored_values", "substitute"]
 
 
 def cotangent_name(function: str) -> str:
@@ -334,7 +336,7 @@ def _echelon(kernel: list[list[int]], particular: list[Affine]) -> tuple[list[li
 
 
 def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
-          shape: tuple[int, ...] | None, stored: Mapping[Node, Read]) -> Node | None:
+          shape: tuple[int, ...] | None, stored: Recall) -> Node | None:
     """``Σ_{α: A·α + b = β} df[α]·factor`` for one occurrence, in gather form over ``outputs`` (β)."""
     ctx = occ.context
     sys = ctx.system()
@@ -458,18 +460,42 @@ def _possibly_empty_level(nest: NestedBounds, known: list[Form]) -> int:
     return innermost
 
 
-def _recalled(node: Node, stored: Mapping[Node, Read]) -> Node:
-    """``node`` with each stored subtree replaced by the read of its stored values."""
-    if node in stored:
-        return stored[node]
+@dataclass(frozen=True)
+class Recall:
+    """What a derivative reads instead of computing: ``values`` (subtrees → the read of their stored
+    values) and ``pointwise`` (:func:`pointwise_key` → the name of an array over the argument's shape)."""
+
+    values: Mapping[Node, Read]
+    pointwise: Mapping[str, str]
+
+    def __call__(self, node: Node) -> Node | None:
+        if node in self.values:
+            return self.values[node]
+        if self.pointwise and isinstance(node, Call):
+            found = pointwise_key(node)
+            if found is not None and found[0] in self.pointwise:
+                return Read(0, self.pointwise[found[0]], found[1].indices)
+        return None
+
+
+def _rebuilt(node: Node, replace: Callable[[Node], Node | None]) -> Node:
+    """``node`` with each subtree for which ``replace`` gives a node replaced by it (outermost first)."""
+    new = replace(node)
+    if new is not None:
+        return new
     fields = {}
     for child in ("operand", "left", "right", "base", "argument", "body"):
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
-            new = _recalled(sub, stored)
-            if new is not sub:
-                fields[child] = new
+            rebuilt = _rebuilt(sub, replace)
+            if rebuilt is not sub:
+                fields[child] = rebuilt
     return type(node)(**{**node.__dict__, **fields}) if fields else node
+
+
+def _recalled(node: Node, recall: Recall) -> Node:
+    """``node`` with each stored subtree replaced by the read of its stored values."""
+    return _rebuilt(node, recall)
 
 
 def _ordered(limits: Iterable[Limit]) -> tuple[Limit, ...]:
@@ -548,7 +574,8 @@ def _minimum(a: Affine) -> int | None:
 
 
 def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | None],
-               shape: tuple[int, ...] | None = None, stored: Mapping[Node, str] | None = None) -> Definition:
+               shape: tuple[int, ...] | None = None, stored: Mapping[Node, str] | None = None,
+               pointwise: Mapping[str, str] | None = None) -> Definition:
     """The gather-form derivative ``d<argument>`` of ``definition`` (paper 000 Algorithm 4).
 
     ``sizes`` gives the extent of each of the definition's indices (None where only ``≥ 0`` is
@@ -558,7 +585,9 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
     it are dropped.  ``stored`` maps subtrees of the body at the function's own level (not inside
     a sum or bracket) to the names of arrays holding their values over the function's indices
     (:func:`stored_values`): a factor that copies such a subtree reads the array instead of computing
-    it again — the forward values that reverse mode keeps.
+    it again — the forward values that reverse mode keeps.  ``pointwise`` maps the
+    :func:`pointwise_key` of costly calls of one argument element to arrays of their values over the
+    argument's shape (:func:`pointwise_values`).
     """
     arity = definition.arguments()
     if argument not in arity:
@@ -572,7 +601,8 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
     if cotangent in taken - {definition.name}:
         raise SourceError(f"{definition.name} reads an argument named {cotangent}, the name of its cotangent")
     context = Context.of_function(definition.indices, sizes)
-    recall = {node: Read(0, n, tuple(Affine.of(i) for i in definition.indices)) for node, n in (stored or {}).items()}
+    recall = Recall({node: Read(0, n, tuple(Affine.of(i) for i in definition.indices))
+                     for node, n in (stored or {}).items()}, dict(pointwise or {}))
     terms = [t for occ in occurrences(body, argument, context)
              if (t := _term(occ, outputs, cotangent, set(taken), shape, recall)) is not None]
     total: Node = terms[0] if terms else Number(0, 0.0)
@@ -613,7 +643,83 @@ def stored_values(definition: Definition) -> dict[Node, str]:
     return out
 
 
-def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ...]) -> Node:
-    """``node`` with the stored subtrees strictly inside it read from their arrays."""
-    recall = {n: Read(0, name, tuple(Affine.of(i) for i in indices)) for n, name in stored.items() if n != node}
+def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ...],
+                  pointwise: Mapping[str, str] | None = None) -> Node:
+    """``node`` with the stored subtrees strictly inside it (and the pointwise values anywhere in
+    it) read from their arrays."""
+    recall = Recall({n: Read(0, name, tuple(Affine.of(i) for i in indices)) for n, name in stored.items() if n != node},
+                    dict(pointwise or {}))
     return _recalled(node, recall)
+
+
+#: calls worth an array of their values per argument element when f reads each element many times
+POINTWISE_FUNCTIONS = frozenset({"exp", "tanh", "sin", "cos"})  # defined everywhere: unread elements are harmless
+
+
+def pointwise_key(node: Node) -> tuple[str, Read] | None:
+    """For a costly call of one argument element (``tanh(x[i + j])``, ``exp(2 * x[k])``: one read,
+    no sums, no brackets), its text with the read's indices replaced by placeholders, and the read;
+    None for any other node.  Calls with the same key are one function of the element they read."""
+    if not isinstance(node, Call) or node.function not in POINTWISE_FUNCTIONS:
+        return None
+    nodes = list(walk(node))
+    reads = {(n.argument, n.indices) for n in nodes if isinstance(n, Read)}
+    if len(reads) != 1 or any(isinstance(n, (Summation, Guard)) for n in nodes):
+        return None
+    argument, indices = next(iter(reads))
+    placeholder = Read(0, argument, tuple(Affine.of(f"⟨{axis}⟩") for axis in range(len(indices))))
+    template = _rebuilt(node, lambda n: placeholder if isinstance(n, Read) else None)
+    return expression_text(template), Read(0, argument, indices)
+
+
+@dataclass(frozen=True)
+class Pointwise:
+    """An array of a costly call's values over its argument's shape: ``definition`` reads ``argument``."""
+
+    name: str
+    argument: str
+    definition: Definition
+
+
+def pointwise_values(definition: Definition) -> dict[str, Pointwise]:
+    """The costly calls of one argument element (:func:`pointwise_key`) that ``definition`` evaluates
+    at more points than the argument has elements — the read's map is not injective over the
+    indices in scope, like ``tanh(x[i + j])`` — each as a definition over the argument's shape
+    (``f_p0[p0] = tanh(x[p0])``), keyed by :func:`pointwise_key`.  Each element's value is then
+    computed once and read by the function's forward sums and by every derivative factor."""
+    taken = {*definition.indices, *definition.arguments(), definition.name} | _names_in(definition.body)
+    out: dict[str, Pointwise] = {}
+
+    def visit(node: Node, scope: tuple[str, ...]) -> None:
+        found = pointwise_key(node)
+        if found is not None:
+            key, read = found
+            if key not in out and not _injective(read, scope):
+                name = _fresh(f"{definition.name}_p{len(out)}", taken)
+                indices = tuple(_fresh(f"p{axis}", {read.argument, name}) for axis in range(len(read.indices)))
+                at = Read(0, read.argument, tuple(Affine.of(i) for i in indices))
+                body = _rebuilt(node, lambda n: at if isinstance(n, Read) else None)
+                text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
+                out[key] = Pointwise(name, read.argument, Definition(name, indices, body, text))
+            return
+        inner = (*scope, node.index) if isinstance(node, Summation) else scope
+        for child in ("operand", "left", "right", "base", "argument", "body"):
+            sub = getattr(node, child, None)
+            if isinstance(sub, Node):
+                visit(sub, inner)
+
+    visit(definition.body, tuple(definition.indices))
+    return out
+
+
+def _injective(read: Read, scope: tuple[str, ...]) -> bool:
+    """Whether the read's map determines every index in ``scope`` (quotients: assumed injective)."""
+    rows: list[list[int]] = []
+    for a in read.indices:
+        if any(not isinstance(v, str) for v, _ in a.coeffs):
+            return True
+        coeffs = dict(a.coeffs)
+        rows.append([coeffs.get(v, 0) for v in scope])
+    if not scope or not rows:
+        return not scope
+    return smith_normal_form(rows).rank == len(scope)

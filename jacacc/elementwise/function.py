@@ -209,13 +209,25 @@ class ElementwiseFunction:
         (``<name>_v0``, …; a later one reads the earlier ones; :func:`~jacacc.elementwise.derive.stored_values`)."""
         if self._tape is None:
             stored = derive.stored_values(self.definition)
+            pointwise = self._pointwise()
             indices = self.definition.indices
-            self._tape = {}
+            self._tape = {p.name: p.definition for p in derive.pointwise_values(self.definition).values()}
             for node, name in stored.items():
-                body = derive.recall_inside(node, stored, indices)
+                body = derive.recall_inside(node, stored, indices, pointwise)
                 text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
                 self._tape[name] = Definition(name, indices, body, text)
         return dict(self._tape)
+
+    def _pointwise(self) -> dict[str, str]:
+        return {key: p.name for key, p in derive.pointwise_values(self.definition).items()}
+
+    def tape_shape(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+        """The shape of the :meth:`tape` array ``name`` for these argument shapes: the function's, or
+        for a pointwise value (:func:`~jacacc.elementwise.derive.pointwise_values`) its argument's."""
+        for p in derive.pointwise_values(self.definition).values():
+            if p.name == name:
+                return shapes[p.argument]
+        return self.output_shape(shapes)
 
     def gather(self, argument: str, shape: tuple[int, ...],
                output: tuple[int, ...] | None = None) -> ElementwiseFunction:
@@ -227,7 +239,7 @@ class ElementwiseFunction:
         key = ("tape", argument, shape, tuple(sizes.values()))
         if key not in self._derivatives:
             stored = derive.stored_values(self.definition)
-            definition = derive.derivative(self.definition, argument, sizes, shape, stored)
+            definition = derive.derivative(self.definition, argument, sizes, shape, stored, self._pointwise())
             self._derivatives[key] = ElementwiseFunction(
                 definition, dict(zip(definition.indices, shape, strict=True)), self.backend, shape_of=argument)
         return self._derivatives[key]
@@ -240,9 +252,10 @@ class ElementwiseFunction:
         self.check(shapes)
         inputs = {**arrays, self.cotangent: df}
         for name, definition in self.tape().items():
-            key = ("sum", name)
+            key = ("sum", name, self.tape_shape(name, shapes))
             if key not in self._derivatives:
-                self._derivatives[key] = ElementwiseFunction(definition, self.sizes, self.backend, self.shape_of)
+                self._derivatives[key] = ElementwiseFunction(
+                    definition, dict(zip(definition.indices, key[2], strict=True)), self.backend)
             inputs[name] = self._derivatives[key](**inputs)
         output = self.output_shape(shapes)
         return {name: self.gather(name, shape, output)(**inputs) for name, shape in shapes.items()
