@@ -447,3 +447,36 @@ def test_pointwise_values_of_costly_calls(source, sizes, stored):
     assert all(p.name in gathered for p in values.values()), gathered
     for name in f.arguments:
         assert np.allclose(gradients[name], f.derivative(name)(df=df, **arrays), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("source, sizes, shapes", [
+    ("f[i] = sum(k, max(0, i - 2500), min(3, i), x[i - k] * w[k])", {"i": 3000}, {"x": (3000,), "w": (4,)}),
+    ("f[i] = sum(k, max(0, 6 - i), min(9, 2400 - i), x[k + i])", {"i": 2500}, {"x": (2600,)}),
+    ("f[i, j] = sum(k, max(0, j - 4, i - 3), min(2, j, 2*i), x[i, j - k])", {"i": 7, "j": 9}, {"x": (7, 9)}),
+    ("f[i, j] = sum(k, max(ceil(i / 2), j - 3), min(5, j + 1), sum(m, max(0, 2 - j), 1, x[k + m]))",
+     {"i": 6, "j": 8}, {"x": (7,)}),
+    ("f[i, j] = sum(k, max(0, 2*j - 9), min(4, j), x[k] * y[i, j])", {"i": 3, "j": 6}, {"x": (5,), "y": (3, 6)}),
+])
+def test_interior_split_kernels_equal_the_unsplit_loops(source, sizes, shapes, monkeypatch):
+    """Cutting the last index into border, interior (fixed sum ranges), border changes no value,
+    serially or in parallel blocks."""
+    from jacacc.elementwise import kernels
+
+    f = define(source, sizes, backend="python")
+    split_at = kernels.interior_split(f.definition)
+    assert split_at is not None
+    rng = np.random.default_rng(2)
+    arrays = {n: rng.standard_normal(s) for n, s in shapes.items()}
+    f.check(f.shapes_of(arrays))
+    outer = {n: sizes[n] // 2 for n in f.definition.indices[:-1]}  # the interior is not empty
+    low = max(lim.value(outer, True) for lim in split_at.lower) if split_at.lower else 0
+    high = min(lim.value(outer, False) for lim in split_at.upper) if split_at.upper else sizes[f.definition.indices[-1]]
+    assert max(low, 0) <= min(high, sizes[f.definition.indices[-1]] - 1)
+    args = [arrays[a] for a in f.arguments]
+    split, parallel = np.empty(f.shape), np.empty(f.shape)
+    kernels.python_kernel(f.definition, f.arguments)(split, *args)
+    kernels.numba_kernel(f.definition, f.arguments)(parallel, *args)
+    monkeypatch.setattr(kernels, "interior_split", lambda definition: None)
+    whole = np.empty(f.shape)
+    kernels.python_kernel(f.definition, f.arguments)(whole, *args)
+    assert np.allclose(split, whole, rtol=1e-13, atol=1e-14) and np.allclose(parallel, whole, rtol=1e-12, atol=1e-13)

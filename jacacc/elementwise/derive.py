@@ -36,7 +36,7 @@ be read where ``f`` reads nothing; with the shape of ``x`` known that cannot hap
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from jacacc.elementwise.parse import (
@@ -56,6 +56,7 @@ from jacacc.elementwise.parse import (
     Summation,
     Unary,
     expression_text,
+    rebuild,
     unparse,
     walk,
 )
@@ -478,24 +479,9 @@ class Recall:
         return None
 
 
-def _rebuilt(node: Node, replace: Callable[[Node], Node | None]) -> Node:
-    """``node`` with each subtree for which ``replace`` gives a node replaced by it (outermost first)."""
-    new = replace(node)
-    if new is not None:
-        return new
-    fields = {}
-    for child in ("operand", "left", "right", "base", "argument", "body"):
-        sub = getattr(node, child, None)
-        if isinstance(sub, Node):
-            rebuilt = _rebuilt(sub, replace)
-            if rebuilt is not sub:
-                fields[child] = rebuilt
-    return type(node)(**{**node.__dict__, **fields}) if fields else node
-
-
 def _recalled(node: Node, recall: Recall) -> Node:
     """``node`` with each stored subtree replaced by the read of its stored values."""
-    return _rebuilt(node, recall)
+    return rebuild(node, recall)
 
 
 def _ordered(limits: Iterable[Limit]) -> tuple[Limit, ...]:
@@ -668,7 +654,7 @@ def pointwise_key(node: Node) -> tuple[str, Read] | None:
         return None
     argument, indices = next(iter(reads))
     placeholder = Read(0, argument, tuple(Affine.of(f"⟨{axis}⟩") for axis in range(len(indices))))
-    template = _rebuilt(node, lambda n: placeholder if isinstance(n, Read) else None)
+    template = rebuild(node, lambda n: placeholder if isinstance(n, Read) else None)
     return expression_text(template), Read(0, argument, indices)
 
 
@@ -698,7 +684,7 @@ def pointwise_values(definition: Definition) -> dict[str, Pointwise]:
                 name = _fresh(f"{definition.name}_p{len(out)}", taken)
                 indices = tuple(_fresh(f"p{axis}", {read.argument, name}) for axis in range(len(read.indices)))
                 at = Read(0, read.argument, tuple(Affine.of(i) for i in indices))
-                body = _rebuilt(node, lambda n: at if isinstance(n, Read) else None)
+                body = rebuild(node, lambda n: at if isinstance(n, Read) else None)
                 text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
                 out[key] = Pointwise(name, read.argument, Definition(name, indices, body, text))
             return

@@ -26,6 +26,7 @@ array([0., 1., 3., 6.])
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ from jacacc.elementwise.parse import (
     Read,
     Summation,
     Unary,
+    rebuild,
+    walk,
 )
 
 __all__ = ["CUDA_KERNEL_NAME", "cuda_source", "numba_kernel", "python_kernel", "python_source"]
@@ -217,6 +220,9 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     with few elements, each a long sum (a convolution's kernel)."""
     if reduction and isinstance(last_factor(definition.body), Summation):
         return _chunked_source(definition, arguments, parallel)
+    split = interior_split(definition)
+    if split is not None:
+        return _split_source(definition, arguments, parallel, split)
     arrays, env = _code_names(definition, arguments)
     em = _Emitter("py", arrays)
     em.indent = 1 + len(definition.indices)
@@ -230,6 +236,114 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
 
 #: the length of one chunk of a chunked reduction (:func:`python_source`)
 CHUNK = 4096
+#: the elements of the last index one parallel iteration of a split 1-D kernel covers
+BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class InteriorSplit:
+    """The range of the last output index ``v`` on which the sums' bounds do not depend on ``v``:
+    ``max(lower) ≤ v ≤ min(upper)`` (each an :class:`Affine` of the other output indices, a
+    :class:`Limit` whose divisor rounds it), and the body with those sums' ``v``-dependent limits
+    dropped, which holds there.  Inside, a sum like a convolution's ``sum(z, max(0, v − 999), min(8, v), …)``
+    runs over a fixed range (``0 … 8``), so LLVM unrolls it and vectorizes over ``v``."""
+
+    lower: tuple[Limit, ...]
+    upper: tuple[Limit, ...]
+    body: Node
+
+
+def interior_split(definition: Definition) -> InteriorSplit | None:
+    """The :class:`InteriorSplit` of the definition's last index, or None when no sum's bounds
+    depend on it in a way that a range of it removes (a limit ``a·v + r`` beside a limit without
+    ``v``; ``r`` and that limit in the other output indices only)."""
+    v = definition.indices[-1]
+    outer = set(definition.indices[:-1])
+    lower: list[Limit] = []
+    upper: list[Limit] = []
+    replaced: dict[Node, Summation] = {}
+    for node in walk(definition.body):
+        if not isinstance(node, Summation) or node in replaced:
+            continue
+        sides = []
+        for limits, is_lower in ((node.lower, True), (node.upper, False)):
+            moving = [lim for lim in limits if v in lim.numerator.names]
+            fixed = [lim for lim in limits if v not in lim.numerator.names]
+            usable = moving and fixed and all(lim.numerator.names <= outer for lim in fixed) and all(
+                lim.divisor == 1 and not lim.numerator.quotients() and lim.numerator.names <= outer | {v}
+                for lim in moving)
+            sides.append(fixed if usable else list(limits))
+            if not usable:
+                continue
+            anchor = fixed[0]  # max(lower) is anchor's value where every moving limit stays below it
+            for lim in moving:
+                a = dict(lim.numerator.coeffs)[v]
+                rest = lim.numerator - Affine.of(v).scale(a)  # a·v + rest ≤ anchor (lower) or ≥ (upper)
+                bound = _anchor_affine(anchor, is_lower) - rest
+                if (a > 0) == is_lower:  # v ≤ ⌊bound / a⌋ (a > 0) or v ≤ ⌊−bound / −a⌋
+                    upper.append(Limit(bound if a > 0 else bound.scale(-1), abs(a)))
+                else:  # v ≥ ⌈bound / a⌉
+                    lower.append(Limit(bound if a > 0 else bound.scale(-1), abs(a)))
+        if tuple(sides[0]) != node.lower or tuple(sides[1]) != node.upper:
+            replaced[node] = Summation(node.column, node.index, tuple(sides[0]), tuple(sides[1]), node.body)
+    if not replaced:
+        return None
+    body = rebuild(definition.body, lambda n: _replaced_inside(n, replaced))
+    return InteriorSplit(tuple(lower), tuple(upper), body)
+
+
+def _replaced_inside(node: Node, replaced: dict[Node, Summation]) -> Node | None:
+    """The replacement of a sum, with the sums inside its body replaced too (None: not replaced)."""
+    if node not in replaced:
+        return None
+    new = replaced[node]
+    body = rebuild(new.body, lambda n: _replaced_inside(n, replaced))
+    return Summation(new.column, new.index, new.lower, new.upper, body)
+
+
+def _anchor_affine(anchor: Limit, lower: bool) -> Affine:
+    """A fixed limit as an affine form: exact for divisor 1; otherwise its rounded value as a
+    quotient atom (``⌈n/d⌉ = −⌊−n/d⌋``)."""
+    if anchor.divisor == 1:
+        return anchor.numerator
+    if lower:
+        return Affine.of(Quotient(anchor.numerator.scale(-1), anchor.divisor)).scale(-1)
+    return Affine.of(Quotient(anchor.numerator, anchor.divisor))
+
+
+def _split_source(definition: Definition, arguments: list[str], parallel: bool, split: InteriorSplit) -> str:
+    """:func:`python_source` with the last index's loop cut into border, interior, border: the
+    interior evaluates ``split.body`` (fixed sum ranges), the borders the definition's body.  A 1-D
+    parallel kernel runs blocks of :data:`BLOCK` elements, each cut the same way."""
+    arrays, env = _code_names(definition, arguments)
+    rank = len(definition.indices)
+    v, last = env[definition.indices[-1]], f"_n{rank - 1}"
+    blocked = parallel and rank == 1
+    lines = _signature(definition, arguments, arrays)
+    lines += [line for depth, line in enumerate(_output_loops(definition, env, 1, "prange" if parallel else "range"))
+              if depth < rank - 1]
+    pad = "    " * rank
+    limits = _Emitter("py", arrays)
+    low = _fold("max", ["0", *(limits.limit(lim, env, True) for lim in split.lower)])
+    high = _fold("min", [f"{last} - 1", *(limits.limit(lim, env, False) for lim in split.upper)])
+    lines += [f"{pad}_vlo = {low}", f"{pad}_vhi = {high}"]
+    if blocked:
+        lines += [f"{pad}for _b in prange(({last} + {BLOCK - 1}) // {BLOCK}):",
+                  f"{pad}    _v0 = _b * {BLOCK}", f"{pad}    _v1 = min(_v0 + {BLOCK}, {last})"]
+        pad += "    "
+    else:
+        lines += [f"{pad}_v0 = 0", f"{pad}_v1 = {last}"]
+    lines += [f"{pad}_m0 = min(max(_vlo, _v0), _v1)", f"{pad}_m1 = max(min(_vhi + 1, _v1), _m0)"]
+    store = f"_out[{', '.join(env[n] for n in definition.indices)}]"
+    for start, stop, body in (("_v0", "_m0", definition.body), ("_m0", "_m1", split.body),
+                              ("_m1", "_v1", definition.body)):
+        lines.append(f"{pad}for {v} in range({start}, {stop}):")
+        em = _Emitter("py", arrays)
+        em.indent = len(pad) // 4 + 1
+        em.unsigned_reads = parallel
+        value = em.value(body, env)
+        lines += em.lines + ["    " * em.indent + f"{store} = {value}"]
+    return "\n".join([*lines, ""])
 
 
 def last_factor(node: Node) -> Node:

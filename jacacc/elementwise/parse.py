@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from jacacc.errors import JacaccError
 
 __all__ = ["FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard", "Limit", "Node", "Number",
-           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "expression_text", "parse", "unparse",
+           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "expression_text", "parse", "rebuild", "unparse",
            "walk"]
 
 #: the scalar functions the language knows
@@ -286,6 +286,22 @@ def walk(node: Node) -> Iterator[Node]:
     for child in (getattr(node, f, None) for f in ("operand", "left", "right", "base", "argument", "body")):
         if isinstance(child, Node):
             yield from walk(child)
+
+
+def rebuild(node: Node, replace: Callable[[Node], Node | None]) -> Node:
+    """``node`` with each subtree for which ``replace`` gives a node replaced by it (outermost
+    first; a replacement is not searched again)."""
+    new = replace(node)
+    if new is not None:
+        return new
+    fields = {}
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            rebuilt = rebuild(sub, replace)
+            if rebuilt is not sub:
+                fields[child] = rebuilt
+    return type(node)(**{**node.__dict__, **fields}) if fields else node
 
 
 def parse(source: str) -> Definition:
