@@ -41,10 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Numba's OpenMP threads spin after each parallel loop by default; on a two-core machine they then
-# steal the cores from the next launch and from the peers' thread pools (seen: 8 ms per launch of
-# a 1 µs kernel, and NumPy 10× slower beside them).  Passive waiting is set before Numba starts.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# Numba's OpenMP threads spin after each parallel loop, by default for 300 000 iterations; on a
+# two-core machine they then steal the cores from the next launch and from the peers' thread pools
+# (seen: 8 ms per launch of a 1 µs kernel, and NumPy 10× slower beside them).  Passive waiting
+# (OMP_WAIT_POLICY=passive) avoids that but costs 50–170 µs to wake the pool for every kernel; a
+# short spin (GOMP_SPINCOUNT=10000, microseconds) keeps the pool awake between the kernels of one
+# vjp and asleep otherwise.  Set before Numba starts; recorded with the results.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import numpy as np  # noqa: E402
 
@@ -392,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
               "repeat": repeat, "budget_s": args.budget, "quick": quick, "dtype": "float64",
               "numba_threads": numba.get_num_threads(), "torch_threads": torch.get_num_threads(),
               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+              "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
               "timing": "median of `repeat` samples, the tools taking turns, after 0.05 s (3 calls at least) "
                         "of warm-up each; a sample averages calls until 0.02 s; the first call (compilation) "
                         "is recorded apart",

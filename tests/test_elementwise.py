@@ -480,3 +480,20 @@ def test_interior_split_kernels_equal_the_unsplit_loops(source, sizes, shapes, m
     whole = np.empty(f.shape)
     kernels.python_kernel(f.definition, f.arguments)(whole, *args)
     assert np.allclose(split, whole, rtol=1e-13, atol=1e-14) and np.allclose(parallel, whole, rtol=1e-12, atol=1e-13)
+
+
+def test_sums_and_calls_that_skip_the_last_index_are_computed_once_per_outer_element():
+    """Loop-invariant code motion over the output loops: tanh(Σ_k A[i, k]·x[k]) is computed once per
+    i, not once per (i, j); the values are those of the reference evaluation."""
+    from jacacc.elementwise import kernels
+
+    f = define("f[i, j] = tanh(sum(k, 0, 3, A[i, k] * x[k])) * y[j] + sum(k, 0, 1, x[k]) * y[j]",
+               {"i": 5, "j": 6}, backend="python")
+    assert set(kernels._invariants(f.definition).values()) == {0, -1}  # tanh(…) per i, Σ x once
+    source = kernels.python_source(f.definition, f.arguments)
+    assert source.index("_h") < source.index("for _i_j in range")
+    rng = np.random.default_rng(4)
+    A, x, y = rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal(6)
+    expected = np.tanh(A @ x)[:, None] * y[None, :] + (x[0] + x[1]) * y[None, :]
+    assert np.allclose(f(A=A, x=x, y=y), expected, rtol=1e-13)
+    assert np.allclose(define(f.definition.source, {"i": 5, "j": 6})(A=A, x=x, y=y), expected, rtol=1e-13)

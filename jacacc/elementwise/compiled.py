@@ -49,7 +49,8 @@ THREADS_PER_BLOCK = 256
 REDUCTION_MAX_ELEMENTS = 1024
 #: Numba: below this many elements (of the result or of the largest input) a kernel runs on the
 #: calling thread; waking the thread pool costs 50–170 µs, more than such a kernel's work (measured
-#: on two cores with ``OMP_WAIT_POLICY=passive``: the crossover lies near 3·10⁴ elements)
+#: on two cores with ``OMP_WAIT_POLICY=passive``: the crossover lies near 3·10⁴ elements; 1·10⁴ with
+#: a short spin, ``GOMP_SPINCOUNT=10000``, which keeps the pool awake between the kernels of one vjp)
 PARALLEL_MIN_ELEMENTS = 32_768
 
 

@@ -224,14 +224,72 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     if split is not None:
         return _split_source(definition, arguments, parallel, split)
     arrays, env = _code_names(definition, arguments)
+    lines = _signature(definition, arguments, arrays)
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, len(definition.indices))
     em = _Emitter("py", arrays)
     em.indent = 1 + len(definition.indices)
     em.unsigned_reads = parallel
+    em.known = dict(known)
     value = em.value(definition.body, env)
-    lines = _signature(definition, arguments, arrays)
-    lines += _output_loops(definition, env, 1, "prange" if parallel else "range")
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
-    return "\n".join([*lines, *em.lines, store, ""])
+    return "\n".join([*lines, *loops, *em.lines, store, ""])
+
+
+def _invariants(definition: Definition) -> dict[Node, int]:
+    """Subtrees of the body computed once per iteration of an outer output loop instead of once per
+    element (loop-invariant code motion): sums and calls at the function's own level (outside every
+    sum and bracket, so their reads are made for every element anyway) that do not read the last
+    index, each with the position of the deepest index it reads (−1: none)."""
+    from jacacc.elementwise.derive import free_indices
+
+    position = {name: k for k, name in enumerate(definition.indices)}
+    last = len(definition.indices) - 1
+    out: dict[Node, int] = {}
+
+    def visit(node: Node) -> None:
+        if isinstance(node, (Summation, Call)):
+            level = max((position[v] for v in free_indices(node) if v in position), default=-1)
+            if level < last:
+                out.setdefault(node, level)
+                return
+        if isinstance(node, (Summation, Guard)):
+            return
+        for child in ("operand", "left", "right", "base", "argument"):
+            sub = getattr(node, child, None)
+            if isinstance(sub, Node):
+                visit(sub)
+
+    visit(definition.body)
+    return out
+
+
+def _loops_with_invariants(definition: Definition, env: dict[str, str], arrays: dict[str, str], parallel: bool,
+                           count: int) -> tuple[list[str], dict[Node, str]]:
+    """The first ``count`` output loops, each followed by the :func:`_invariants` of its level (those
+    of no index before them, after a return for an empty output), and the variables holding them."""
+    invariants = _invariants(definition)
+    lines: list[str] = []
+    known: dict[Node, str] = {}
+    if invariants:
+        empty = " or ".join(f"_n{k} == 0" for k in range(len(definition.indices)))
+        lines += [f"    if {empty}:", "        return"]  # the invariants' reads are only checked on elements
+    loops = _output_loops(definition, env, 1, "prange" if parallel else "range")
+    em = _Emitter("py", arrays)
+    em.unsigned_reads = parallel
+    em.serial = 1000  # names apart from the body's emitters
+    for level in range(-1, count):
+        if level >= 0:
+            lines.append(loops[level])
+        em.lines, em.indent = [], 2 + level
+        for node, at in invariants.items():
+            if at == level:
+                name = em.fresh("h")
+                value = em.value(node, env)
+                em.line(f"{name} = {value}")
+                em.known[node] = name
+                known[node] = name
+        lines += em.lines
+    return lines, known
 
 
 #: the length of one chunk of a chunked reduction (:func:`python_source`)
@@ -320,8 +378,8 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
     v, last = env[definition.indices[-1]], f"_n{rank - 1}"
     blocked = parallel and rank == 1
     lines = _signature(definition, arguments, arrays)
-    lines += [line for depth, line in enumerate(_output_loops(definition, env, 1, "prange" if parallel else "range"))
-              if depth < rank - 1]
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1)
+    lines += loops
     pad = "    " * rank
     limits = _Emitter("py", arrays)
     low = _fold("max", ["0", *(limits.limit(lim, env, True) for lim in split.lower)])
@@ -341,6 +399,7 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
         em = _Emitter("py", arrays)
         em.indent = len(pad) // 4 + 1
         em.unsigned_reads = parallel
+        em.known = dict(known)
         value = em.value(body, env)
         lines += em.lines + ["    " * em.indent + f"{store} = {value}"]
     return "\n".join([*lines, ""])
