@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,8 @@ class CompiledFunction:
             raise RegistryError(f"unknown backend {backend!r}; known: {', '.join(COMPILED_BACKENDS)}")
         self.function = function
         self.backend = backend
-        self._kernels: dict[str, Callable] = {}
+        self._kernels: dict[tuple, Callable] = {}
+        self._layouts: dict[str, tuple[list[str], bool]] = {}
         tape = function.tape()
         self.ranks = ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
                               **{name: len(d.indices) for name, d in tape.items()}}
@@ -109,16 +111,16 @@ class CompiledFunction:
 
     def _run(self, definition: Definition, shape: tuple[int, ...], arrays: dict[str, Any],
              ranks: dict[str, int], out: Any = None) -> Any:
-        arguments = sorted(definition.arguments())
+        arguments, ends_in_sum = self._layout(definition)
         if self.backend == "numba":
-            elements = int(np.prod(shape))
-            parallel = max(elements, *(int(np.size(arrays[a])) for a in arguments)) >= PARALLEL_MIN_ELEMENTS
+            inputs = [np.ascontiguousarray(arrays[a], dtype=np.float64) for a in arguments]
+            elements = math.prod(shape)
+            parallel = max(elements, *(x.size for x in inputs)) >= PARALLEL_MIN_ELEMENTS
             # few elements, each a long sum (a convolution's kernel): chunk the sums instead
-            reduction = parallel and isinstance(kernels.last_factor(definition.body), Summation) and \
-                elements <= REDUCTION_MAX_ELEMENTS
+            reduction = parallel and ends_in_sum and elements <= REDUCTION_MAX_ELEMENTS
             kernel = self._kernel(definition, ranks, reduction, parallel)
             out = np.empty(shape) if out is None else _checked_buffer(out, shape, definition.name)
-            kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in arguments))
+            kernel(out, *inputs)
             return out
         kernel = self._kernel(definition, ranks)
         cp = require_extra("cupy", "gpu")
@@ -130,6 +132,15 @@ class CompiledFunction:
             blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
             kernel((blocks,), (THREADS_PER_BLOCK,), (out, *inputs, *(np.int64(n) for n in extents)))
         return out
+
+    def _layout(self, definition: Definition) -> tuple[list[str], bool]:
+        """The kernel's arguments in order, and whether the body ends in a sum (cached: per call the
+        Python overhead of a small vjp is most of its time)."""
+        key = definition.source
+        if key not in self._layouts:
+            self._layouts[key] = (sorted(definition.arguments()),
+                                  isinstance(kernels.last_factor(definition.body), Summation))
+        return self._layouts[key]
 
     def _ranks(self) -> dict[str, int]:
         return self.ranks

@@ -29,6 +29,7 @@ dx[dx0] = [dx0 <= 2] * (2 * df[dx0] * x[dx0]) + [dx0 % 2 == 0 and dx0 // 2 <= 2]
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -211,20 +212,24 @@ class ElementwiseFunction:
             stored = derive.stored_values(self.definition)
             pointwise = self._pointwise()
             indices = self.definition.indices
-            self._tape = {p.name: p.definition for p in derive.pointwise_values(self.definition).values()}
+            self._tape = {p.name: p.definition for p in self._pointwise_values.values()}
             for node, name in stored.items():
                 body = derive.recall_inside(node, stored, indices, pointwise)
                 text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
                 self._tape[name] = Definition(name, indices, body, text)
         return dict(self._tape)
 
+    @functools.cached_property
+    def _pointwise_values(self) -> dict[str, derive.Pointwise]:
+        return derive.pointwise_values(self.definition)
+
     def _pointwise(self) -> dict[str, str]:
-        return {key: p.name for key, p in derive.pointwise_values(self.definition).items()}
+        return {key: p.name for key, p in self._pointwise_values.items()}
 
     def tape_shape(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
         """The shape of the :meth:`tape` array ``name`` for these argument shapes: the function's, or
         for a pointwise value (:func:`~jacacc.elementwise.derive.pointwise_values`) its argument's."""
-        for p in derive.pointwise_values(self.definition).values():
+        for p in self._pointwise_values.values():
             if p.name == name:
                 return shapes[p.argument]
         return self.output_shape(shapes)
