@@ -497,3 +497,31 @@ def test_sums_and_calls_that_skip_the_last_index_are_computed_once_per_outer_ele
     expected = np.tanh(A @ x)[:, None] * y[None, :] + (x[0] + x[1]) * y[None, :]
     assert np.allclose(f(A=A, x=x, y=y), expected, rtol=1e-13)
     assert np.allclose(define(f.definition.source, {"i": 5, "j": 6})(A=A, x=x, y=y), expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("source, sizes, shapes, layout", [
+    # db of §6: the sum over i goes outside the last index (rows of a and b, df·f·c once per i)
+    ("f[p, q] = -2 * sum(i, 0, 6, g[i, p] * c[i, i] * (a[i, q] + b[p, q]))", {"p": 5, "q": 4},
+     {"g": (7, 5), "c": (7, 7), "a": (7, 4), "b": (5, 4)}, "for _k in range"),
+    # nested sums commute so that the innermost runs along rows: sum(z, …, sum(j, …)) in the loops
+    ("f[t] = x[t] * sum(j, 0, 8, sum(z, max(0, t - 5), min(3, t), g[t - z, j]))", {"t": 9},
+     {"x": (9,), "g": (6, 9)}, "* _k2)), np.uint64((_k6))]"),  # the inner loop (_k6) moves g's last axis
+])
+def test_loop_orders_for_contiguous_reads_keep_the_values(source, sizes, shapes, layout, monkeypatch):
+    from jacacc.elementwise import kernels
+
+    f = define(source, sizes, backend="python")
+    rng = np.random.default_rng(6)
+    arrays = {n: rng.standard_normal(s) for n, s in shapes.items()}
+    f.check(f.shapes_of(arrays))
+    args = [arrays[a] for a in f.arguments]
+    assert layout in kernels.python_source(f.definition, f.arguments, parallel=True)
+    got, compiled = np.empty(f.shape), np.empty(f.shape)
+    kernels.python_kernel(f.definition, f.arguments)(got, *args)
+    kernels.numba_kernel(f.definition, f.arguments)(compiled, *args)
+    monkeypatch.setattr(kernels, "_sum_outside_last_index", lambda definition: False)
+    monkeypatch.setattr(kernels, "interior_split", lambda definition: None)
+    monkeypatch.setattr(kernels, "_innermost_contiguous", lambda node: node)
+    plain = np.empty(f.shape)
+    kernels.python_kernel(f.definition, f.arguments)(plain, *args)
+    assert np.allclose(got, plain, rtol=1e-13, atol=1e-14) and np.allclose(compiled, plain, rtol=1e-12, atol=1e-13)

@@ -149,6 +149,8 @@ class _Emitter:
         raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
 
     def summation(self, node: Summation, env: dict[str, str]) -> str:
+        if self.lang == "py":
+            node = _innermost_contiguous(node)
         acc, k, lo, hi = self.fresh("s"), self.fresh("k"), self.fresh("lo"), self.fresh("hi")
         lows = [self.limit(lim, env, True) for lim in node.lower]
         highs = [self.limit(lim, env, False) for lim in node.upper]
@@ -191,6 +193,34 @@ class _Emitter:
         return out
 
 
+def _innermost_contiguous(node: Summation) -> Summation:
+    """``sum(j, …, sum(z, …, t))`` as ``sum(z, …, sum(j, …, t))`` when the inner range does not
+    depend on ``j`` (the two sums then commute) and ``t`` reads memory contiguously along ``j``
+    rather than ``z`` (row-major: ``j`` in the last axis), so that the innermost loop is the one
+    LLVM vectorizes — a reassociation, as the kernels' ``reassoc`` flag allows."""
+    inner = node.body
+    if not isinstance(inner, Summation) or any(
+            node.index in lim.numerator.names for lim in (*inner.lower, *inner.upper)):
+        return node
+    if _contiguity(inner.body, node.index) <= _contiguity(inner.body, inner.index):
+        return node
+    return Summation(inner.column, inner.index, inner.lower, inner.upper,
+                     Summation(node.column, node.index, node.lower, node.upper, inner.body))
+
+
+def _contiguity(node: Node, index: str) -> int:
+    """Reads under ``node`` that step by one element along ``index`` (it moves only their last axis,
+    with coefficient ±1) minus the reads it strides (it moves another axis)."""
+    score = 0
+    for read in (n for n in walk(node) if isinstance(n, Read)):
+        moved = [dict(a.coeffs).get(index, 0) if index in a.names else 0 for a in read.indices]
+        if any(moved[:-1]):
+            score -= 1
+        elif abs(moved[-1]) == 1:
+            score += 1
+    return score
+
+
 def _fold(op: str, items: list[str], c: bool = False) -> str:
     if len(items) == 1:
         return items[0]
@@ -223,6 +253,8 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     split = interior_split(definition)
     if split is not None:
         return _split_source(definition, arguments, parallel, split)
+    if _sum_outside_last_index(definition):
+        return _interchanged_source(definition, arguments, parallel)
     arrays, env = _code_names(definition, arguments)
     lines = _signature(definition, arguments, arrays)
     loops, known = _loops_with_invariants(definition, env, arrays, parallel, len(definition.indices))
@@ -233,6 +265,57 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     value = em.value(definition.body, env)
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
     return "\n".join([*lines, *loops, *em.lines, store, ""])
+
+
+def _sum_outside_last_index(definition: Definition) -> bool:
+    """Whether the body is ``factors · sum(k, lo, hi, t)`` (rank ≥ 2) with ``lo, hi`` free of the
+    last index ``v`` and ``t`` contiguous along ``v`` rather than ``k`` (:func:`_contiguity`): then
+    the ``k`` loop goes outside the ``v`` loop (:func:`_interchanged_source`)."""
+    sum_node = last_factor(definition.body)
+    if len(definition.indices) < 2 or not isinstance(sum_node, Summation):
+        return False
+    v = definition.indices[-1]
+    if any(v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
+        return False
+    return _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
+
+
+def _interchanged_source(definition: Definition, arguments: list[str], parallel: bool) -> str:
+    """:func:`python_source` for :func:`_sum_outside_last_index`: per outer element, the row of
+    sums over the last index ``v`` accumulates in ``_out`` with ``k`` outside ``v`` (each element
+    still adds its terms in the order of ``k``: the same values), then the factors multiply it.
+    The factors of ``t`` that do not depend on ``v`` are computed once per ``k``, not once per ``v``,
+    and the ``v`` loop reads rows."""
+    arrays, env = _code_names(definition, arguments)
+    rank = len(definition.indices)
+    sum_node = last_factor(definition.body)
+    assert isinstance(sum_node, Summation)
+    lines = _signature(definition, arguments, arrays)
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1)
+    lines += loops
+    pad = "    " * rank
+    v, last = env[definition.indices[-1]], f"_n{rank - 1}"
+    row = ", ".join(env[n] for n in definition.indices)
+    bounds = _Emitter("py", arrays)
+    lo = _fold("max", [bounds.limit(lim, env, True) for lim in sum_node.lower])
+    hi = _fold("min", [bounds.limit(lim, env, False) for lim in sum_node.upper])
+    k = "_k"
+    lines += [f"{pad}for {v} in range({last}):", f"{pad}    _out[{row}] = 0.0",
+              f"{pad}for {k} in range({lo}, {hi} + 1):", f"{pad}    for {v} in range({last}):"]
+    term = _Emitter("py", arrays)
+    term.indent = rank + 2
+    term.unsigned_reads = parallel
+    term.known = dict(known)
+    value = term.value(sum_node.body, {**env, sum_node.index: k})
+    lines += term.lines + ["    " * (rank + 2) + f"_out[{row}] += {value}"]
+    lines.append(f"{pad}for {v} in range({last}):")
+    final = _Emitter("py", arrays)
+    final.indent = rank + 1
+    final.unsigned_reads = parallel
+    final.known = {**known, sum_node: f"_out[{row}]"}
+    value = final.value(definition.body, env)
+    lines += final.lines + ["    " * (rank + 1) + f"_out[{row}] = {value}"]
+    return "\n".join([*lines, ""])
 
 
 def _invariants(definition: Definition) -> dict[Node, int]:
@@ -492,11 +575,35 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
-    source = python_source(definition, arguments, parallel=True, reduction=reduction)
-    kernel = _load(source, "elementwise-numba", {"np": np, "prange": numba.prange})
+    source, used = _vector_math(python_source(definition, arguments, parallel=True, reduction=reduction))
+    namespace = {"np": np, "prange": numba.prange, "njit": numba.njit}
+    if used:
+        from jacacc.codegen.numba_ import _vector_math_source
+
+        exec(compile("\n".join(_vector_math_source(used, _FASTMATH_TEXT)), "<jacacc-vector-math>", "exec"),
+             namespace)  # noqa: S102 - our own generated source
+    kernel = _load(source, "elementwise-numba", namespace)
     # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag,
     # so inf and nan behave as in the reference
-    return numba.njit(parallel=parallel, error_model="numpy", cache=False, fastmath={"reassoc", "contract"})(kernel)
+    return numba.njit(parallel=parallel, error_model="numpy", cache=False, fastmath=_FASTMATH)(kernel)
+
+
+_FASTMATH = {"reassoc", "contract"}
+_FASTMATH_TEXT = "{'contract', 'reassoc'}"
+#: Numba: exp, log and tanh as the scalar core's inlined arithmetic helpers (a few ulp; they
+#: vectorize with the loop around them, a libm call does not)
+VECTOR_MATH = {"np.exp(": ("_exp(", "exp"), "np.log(": ("_log(", "log"), "np.tanh(": ("_tanh(", "tanh")}
+
+
+def _vector_math(source: str) -> tuple[str, set[str]]:
+    """``source`` (from :func:`python_source`, whose only calls of these are the functions of the
+    language) calling the :data:`VECTOR_MATH` helpers, and the helpers it needs."""
+    used = set()
+    for call, (helper, name) in VECTOR_MATH.items():
+        if call in source:
+            source = source.replace(call, helper)
+            used.add(name)
+    return source, used
 
 
 _CUDA_PRELUDE = """typedef double real;
