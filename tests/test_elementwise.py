@@ -456,6 +456,9 @@ def test_pointwise_values_of_costly_calls(source, sizes, stored):
     ("f[i, j] = sum(k, max(ceil(i / 2), j - 3), min(5, j + 1), sum(m, max(0, 2 - j), 1, x[k + m]))",
      {"i": 6, "j": 8}, {"x": (7,)}),
     ("f[i, j] = sum(k, max(0, 2*j - 9), min(4, j), x[k] * y[i, j])", {"i": 3, "j": 6}, {"x": (5,), "y": (3, 6)}),
+    # a 2-D convolution's dx: in the interior the sums' loops go outside the last index's loop
+    ("f[i, j] = y[i, j] * sum(p, max(0, i - 20), min(2, i), sum(q, max(0, j - 20), min(2, j), "
+     "w[p, q] * x[i - p, j - q]))", {"i": 23, "j": 23}, {"w": (3, 3), "x": (21, 21), "y": (23, 23)}),
 ])
 def test_interior_split_kernels_equal_the_unsplit_loops(source, sizes, shapes, monkeypatch):
     """Cutting the last index into border, interior (fixed sum ranges), border changes no value,

@@ -271,11 +271,15 @@ def _sum_outside_last_index(definition: Definition) -> bool:
     """Whether the body is ``factors · sum(k, lo, hi, t)`` (rank ≥ 2) with ``lo, hi`` free of the
     last index ``v`` and ``t`` contiguous along ``v`` rather than ``k`` (:func:`_contiguity`): then
     the ``k`` loop goes outside the ``v`` loop (:func:`_interchanged_source`)."""
-    sum_node = last_factor(definition.body)
-    if len(definition.indices) < 2 or not isinstance(sum_node, Summation):
-        return False
-    v = definition.indices[-1]
-    if any(v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
+    return len(definition.indices) >= 2 and _sum_outside(definition.body, definition.indices[-1])
+
+
+def _sum_outside(body: Node, v: str) -> bool:
+    """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and ``t``
+    reading more contiguously along ``v`` than along ``k``."""
+    sum_node = last_factor(body)
+    if not isinstance(sum_node, Summation) or any(
+            v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
         return False
     return _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
 
@@ -288,34 +292,45 @@ def _interchanged_source(definition: Definition, arguments: list[str], parallel:
     and the ``v`` loop reads rows."""
     arrays, env = _code_names(definition, arguments)
     rank = len(definition.indices)
-    sum_node = last_factor(definition.body)
-    assert isinstance(sum_node, Summation)
     lines = _signature(definition, arguments, arrays)
     loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1)
     lines += loops
-    pad = "    " * rank
-    v, last = env[definition.indices[-1]], f"_n{rank - 1}"
+    lines += _interchanged_lines(definition, definition.body, env, arrays, known, parallel, rank,
+                                 ("0", f"_n{rank - 1}"))
+    return "\n".join([*lines, ""])
+
+
+def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str], arrays: dict[str, str],
+                        known: dict[Node, str], parallel: bool, indent: int, span: tuple[str, str]) -> list[str]:
+    """The last index's loop over ``span`` (start, stop) for a ``body`` of :func:`_sum_outside`,
+    at ``indent``: the sum's loop outside, the rows accumulated in ``_out``, then the factors."""
+    sum_node = last_factor(body)
+    assert isinstance(sum_node, Summation)
+    pad = "    " * indent
+    v = env[definition.indices[-1]]
     row = ", ".join(env[n] for n in definition.indices)
     bounds = _Emitter("py", arrays)
     lo = _fold("max", [bounds.limit(lim, env, True) for lim in sum_node.lower])
     hi = _fold("min", [bounds.limit(lim, env, False) for lim in sum_node.upper])
+    start, stop = span
     k = "_k"
-    lines += [f"{pad}for {v} in range({last}):", f"{pad}    _out[{row}] = 0.0",
-              f"{pad}for {k} in range({lo}, {hi} + 1):", f"{pad}    for {v} in range({last}):"]
+    lines = [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _out[{row}] = 0.0",
+             f"{pad}for {k} in range({lo}, {hi} + 1):", f"{pad}    for {v} in range({start}, {stop}):"]
     term = _Emitter("py", arrays)
-    term.indent = rank + 2
+    term.indent = indent + 2
     term.unsigned_reads = parallel
     term.known = dict(known)
     value = term.value(sum_node.body, {**env, sum_node.index: k})
-    lines += term.lines + ["    " * (rank + 2) + f"_out[{row}] += {value}"]
-    lines.append(f"{pad}for {v} in range({last}):")
+    lines += term.lines + ["    " * (indent + 2) + f"_out[{row}] += {value}"]
+    if body is sum_node:  # no factors
+        return lines
+    lines.append(f"{pad}for {v} in range({start}, {stop}):")
     final = _Emitter("py", arrays)
-    final.indent = rank + 1
+    final.indent = indent + 1
     final.unsigned_reads = parallel
     final.known = {**known, sum_node: f"_out[{row}]"}
-    value = final.value(definition.body, env)
-    lines += final.lines + ["    " * (rank + 1) + f"_out[{row}] = {value}"]
-    return "\n".join([*lines, ""])
+    value = final.value(body, env)
+    return lines + final.lines + ["    " * (indent + 1) + f"_out[{row}] = {value}"]
 
 
 def _invariants(definition: Definition) -> dict[Node, int]:
@@ -375,8 +390,10 @@ def _loops_with_invariants(definition: Definition, env: dict[str, str], arrays: 
     return lines, known
 
 
-#: the length of one chunk of a chunked reduction (:func:`python_source`)
+#: the most values of the sum's index in one chunk of a chunked reduction (:func:`python_source`),
+#: and the fewest chunks (so that every thread has some)
 CHUNK = 4096
+MIN_CHUNKS = 16
 #: the elements of the last index one parallel iteration of a split 1-D kernel covers
 BLOCK = 1024
 
@@ -478,6 +495,11 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
     store = f"_out[{', '.join(env[n] for n in definition.indices)}]"
     for start, stop, body in (("_v0", "_m0", definition.body), ("_m0", "_m1", split.body),
                               ("_m1", "_v1", definition.body)):
+        if body is split.body and _sum_outside(body, definition.indices[-1]):
+            # the interior's sums no longer depend on v: their loops can go outside it
+            lines += _interchanged_lines(definition, body, env, arrays, known, parallel, len(pad) // 4,
+                                         (start, stop))
+            continue
         lines.append(f"{pad}for {v} in range({start}, {stop}):")
         em = _Emitter("py", arrays)
         em.indent = len(pad) // 4 + 1
@@ -530,11 +552,14 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
     lines += [f"{pad}_lo = {lo}", f"{pad}_hi = {hi}", f"{pad}if _lo <= _hi:",
               f"{pad}    _kmin = _lo if _first else min(_kmin, _lo)",
               f"{pad}    _kmax = _hi if _first else max(_kmax, _hi)", f"{pad}    _first = False"]
-    lines += [f"    _chunks = (_kmax - _kmin) // {CHUNK} + 1 if _kmax >= _kmin else 0",
+    # chunks of at most CHUNK values of k, and at least MIN_CHUNKS of them (a sum over rows of a
+    # matrix has few k, each a long row: one chunk would leave the other threads idle)
+    lines += [f"    _len = max(1, min({CHUNK}, (_kmax - _kmin + {MIN_CHUNKS}) // {MIN_CHUNKS}))",
+              "    _chunks = (_kmax - _kmin) // _len + 1 if _kmax >= _kmin else 0",
               f"    _part = np.zeros((_chunks, {total}))",
               f"    for _c in {'prange' if parallel else 'range'}(_chunks):",
-              f"        _c0 = _kmin + _c * {CHUNK}",
-              f"        _c1 = min(_c0 + {CHUNK - 1}, _kmax)"]
+              "        _c0 = _kmin + _c * _len",
+              "        _c1 = min(_c0 + _len - 1, _kmax)"]
     lines += _output_loops(definition, env, 2, "range")
     em = _Emitter("py", arrays)
     em.indent = inner + 1
