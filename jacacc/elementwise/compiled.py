@@ -3,7 +3,7 @@
 ``f.compile("numba")`` or ``f.compile("cupy")`` returns a :class:`CompiledFunction`:
 ``k(**arrays)`` evaluates ``f``, ``k.vjp(df, **arrays)`` runs the gather-form
 derivative of every argument, each its own kernel with one thread per element
-of the gradient — no atomics, no scatter-add, no temporary memory.  The
+of the gradient — no atomics, no scatter-add (temporaries: the tape, partial sums).  The
 derivatives are specialized to the argument shapes of the call (brackets that
 hold on a whole shape are left out) and cached per shape.  ``k.sources`` holds
 the generated code (Python for Numba, CUDA C++ for CuPy) — the function, its
