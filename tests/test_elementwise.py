@@ -528,3 +528,24 @@ def test_loop_orders_for_contiguous_reads_keep_the_values(source, sizes, shapes,
     plain = np.empty(f.shape)
     kernels.python_kernel(f.definition, f.arguments)(plain, *args)
     assert np.allclose(got, plain, rtol=1e-13, atol=1e-14) and np.allclose(compiled, plain, rtol=1e-12, atol=1e-13)
+
+
+def test_derivatives_of_derivatives_with_and_without_the_shape():
+    """dx = Σ_z df[dx0 − z, z] · y[0] is a function over x's shape; its derivative w.r.t. y sums
+    over dx0: bounded by the z-sum's range where y[0] stays inside it (no shape), by the shape where
+    y[0] moves out (the sum is then never empty), and taken from the arrays by vjp."""
+    f = define("f[i, s] = x[i + s] * y[0]", {"i": 2, "s": 2}, backend="python")
+    symbolic = f.derivative("x")
+    assert "* y[0])" in str(symbolic)  # inside the sum: for dx0 ≥ 3 it is empty
+    g = f.derivative("x", shape=(3,))
+    assert str(g).startswith("dx[dx0] = y[0] * sum(")
+    assert g.shape == (3,)
+    rng = np.random.default_rng(9)
+    x, y, df, dg = rng.standard_normal(3), rng.standard_normal(1), rng.standard_normal((2, 2)), rng.standard_normal(3)
+    # Σ_dx0 dg[dx0] · Σ_{i + s = dx0} df[i, s], by hand
+    expected = sum(dg[i + s] * df[i, s] for i in range(2) for s in range(2))
+    for h in (g, symbolic):
+        assert np.allclose(h.derivative("y")(ddx=dg, df=df, x=x, y=y), [expected], rtol=1e-13)
+    assert np.allclose(f.derivative("x").vjp(dg, df=df, x=x, y=y)["y"], [expected], rtol=1e-13)
+    with pytest.raises(SourceError, match="was derived for x of shape \\(3,\\), got an array of shape \\(4,\\)"):
+        g(df=df, x=np.zeros(4), y=y)
