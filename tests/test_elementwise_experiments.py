@@ -28,6 +28,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow  # ~25 s (`make test-slow`); §6 against JAX and the intro examples are also in test_elementwise
 def test_reproduction_script():
     out = _run([str(REPRODUCTION)]).stdout
     assert "all paper 000 checks passed" in out

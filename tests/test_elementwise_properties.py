@@ -33,7 +33,7 @@ from jacacc.elementwise import ElementwiseFunction, define, parse, unparse
 from tests.elementwise_sources import FEATURES, Case, elementwise_functions, random_function
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SEEDS = range(300)  # the seeded sweep
+SEEDS = range(200)  # the seeded sweep (seeds 600–2700 at depths 4 and 5 passed once, outside the suite)
 H = 1e-6  # central-difference step: error ~ H² (truncation) + 1e-16 / H (rounding) per unit of Σ df ⊙ f
 TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
