@@ -277,9 +277,13 @@ def _sum_outside_last_index(definition: Definition) -> bool:
 def _sum_outside(body: Node, v: str) -> bool:
     """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and ``t``
     reading more contiguously along ``v`` than along ``k``."""
+    from jacacc.elementwise.derive import free_indices
+
     sum_node = last_factor(body)
     if not isinstance(sum_node, Summation) or any(
             v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
+        return False
+    if v not in free_indices(sum_node):  # the same sum for every v: hoisted instead (_invariants)
         return False
     return _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
 
