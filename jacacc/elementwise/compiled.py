@@ -75,7 +75,7 @@ class CompiledFunction:
         tape = function.tape()
         self.ranks = ranks = {**function.definition.arguments(), function.cotangent: len(function.definition.indices),
                               **{name: len(d.indices) for name, d in tape.items()}}
-        pointwise = {key: p.name for key, p in derive.pointwise_values(function.definition).items()}
+        pointwise = function.pointwise_names()
         derivatives = [derive.derivative(function.definition, a, function.sizes, None, derive.stored_values(
             function.definition), pointwise) for a in function.arguments]
         definitions = [function.definition, *tape.values(), *derivatives]

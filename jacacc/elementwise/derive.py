@@ -393,7 +393,7 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
         return None
     nest = nested_bounds(with_z, names)
     cotangent_read = Read(0, cotangent, tuple(env[v] for v in outputs_of(ctx)))
-    coefficient, factors = split_product([cotangent_read, *(substitute(_recalled(f, stored), env)
+    coefficient, factors = split_product([cotangent_read, *(substitute(rebuild(f, stored), env)
                                                             for f in occ.factors)])
     factors.insert(0, Number(0, coefficient))
     # each factor sits at the innermost sum whose index it reads (loop-invariant code motion)
@@ -477,11 +477,6 @@ class Recall:
             if found is not None and found[0] in self.pointwise:
                 return Read(0, self.pointwise[found[0]], found[1].indices)
         return None
-
-
-def _recalled(node: Node, recall: Recall) -> Node:
-    """``node`` with each stored subtree replaced by the read of its stored values."""
-    return rebuild(node, recall)
 
 
 def _ordered(limits: Iterable[Limit]) -> tuple[Limit, ...]:
@@ -635,7 +630,7 @@ def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ..
     it) read from their arrays."""
     recall = Recall({n: Read(0, name, tuple(Affine.of(i) for i in indices)) for n, name in stored.items() if n != node},
                     dict(pointwise or {}))
-    return _recalled(node, recall)
+    return rebuild(node, recall)
 
 
 #: calls worth an array of their values per argument element when f reads each element many times

@@ -210,7 +210,7 @@ class ElementwiseFunction:
         (``<name>_v0``, …; a later one reads the earlier ones; :func:`~jacacc.elementwise.derive.stored_values`)."""
         if self._tape is None:
             stored = derive.stored_values(self.definition)
-            pointwise = self._pointwise()
+            pointwise = self.pointwise_names()
             indices = self.definition.indices
             self._tape = {p.name: p.definition for p in self._pointwise_values.values()}
             for node, name in stored.items():
@@ -223,7 +223,8 @@ class ElementwiseFunction:
     def _pointwise_values(self) -> dict[str, derive.Pointwise]:
         return derive.pointwise_values(self.definition)
 
-    def _pointwise(self) -> dict[str, str]:
+    def pointwise_names(self) -> dict[str, str]:
+        """:func:`~jacacc.elementwise.derive.pointwise_key` → name of each pointwise :meth:`tape` array."""
         return {key: p.name for key, p in self._pointwise_values.items()}
 
     def tape_shape(self, name: str, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
@@ -244,7 +245,7 @@ class ElementwiseFunction:
         key = ("tape", argument, shape, tuple(sizes.values()))
         if key not in self._derivatives:
             stored = derive.stored_values(self.definition)
-            definition = derive.derivative(self.definition, argument, sizes, shape, stored, self._pointwise())
+            definition = derive.derivative(self.definition, argument, sizes, shape, stored, self.pointwise_names())
             self._derivatives[key] = ElementwiseFunction(
                 definition, dict(zip(definition.indices, shape, strict=True)), self.backend, shape_of=argument)
         return self._derivatives[key]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.codegen.base import register_source
+from jacacc.elementwise.derive import free_indices
 from jacacc.elementwise.parse import (
     Affine,
     Binary,
@@ -232,6 +233,23 @@ def _fold(op: str, items: list[str], c: bool = False) -> str:
     return out
 
 
+def _py_emitter(arrays: dict[str, str], indent: int, parallel: bool, known: dict[Node, str] | None = None) -> _Emitter:
+    """A Python emitter at ``indent`` (unsigned reads in parallel kernels), with subtrees already
+    computed into the variables of ``known``."""
+    em = _Emitter("py", arrays)
+    em.indent = indent
+    em.unsigned_reads = parallel
+    em.known = dict(known or {})
+    return em
+
+
+def _sum_range(node: Summation, env: dict[str, str], arrays: dict[str, str]) -> tuple[str, str]:
+    """The first and last value of a sum's index, as Python expressions."""
+    bounds = _Emitter("py", arrays)
+    return (_fold("max", [bounds.limit(lim, env, True) for lim in node.lower]),
+            _fold("min", [bounds.limit(lim, env, False) for lim in node.upper]))
+
+
 def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     arrays = {a: f"_a_{a}" for a in arguments}
     env = {n: f"_i_{n}" for n in definition.indices}
@@ -258,10 +276,7 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     arrays, env = _code_names(definition, arguments)
     lines = _signature(definition, arguments, arrays)
     loops, known = _loops_with_invariants(definition, env, arrays, parallel, len(definition.indices))
-    em = _Emitter("py", arrays)
-    em.indent = 1 + len(definition.indices)
-    em.unsigned_reads = parallel
-    em.known = dict(known)
+    em = _py_emitter(arrays, 1 + len(definition.indices), parallel, known)
     value = em.value(definition.body, env)
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
     return "\n".join([*lines, *loops, *em.lines, store, ""])
@@ -277,8 +292,6 @@ def _sum_outside_last_index(definition: Definition) -> bool:
 def _sum_outside(body: Node, v: str) -> bool:
     """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and ``t``
     reading more contiguously along ``v`` than along ``k``."""
-    from jacacc.elementwise.derive import free_indices
-
     sum_node = last_factor(body)
     if not isinstance(sum_node, Summation) or any(
             v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
@@ -313,26 +326,18 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     pad = "    " * indent
     v = env[definition.indices[-1]]
     row = ", ".join(env[n] for n in definition.indices)
-    bounds = _Emitter("py", arrays)
-    lo = _fold("max", [bounds.limit(lim, env, True) for lim in sum_node.lower])
-    hi = _fold("min", [bounds.limit(lim, env, False) for lim in sum_node.upper])
+    lo, hi = _sum_range(sum_node, env, arrays)
     start, stop = span
     k = "_k"
     lines = [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _out[{row}] = 0.0",
              f"{pad}for {k} in range({lo}, {hi} + 1):", f"{pad}    for {v} in range({start}, {stop}):"]
-    term = _Emitter("py", arrays)
-    term.indent = indent + 2
-    term.unsigned_reads = parallel
-    term.known = dict(known)
+    term = _py_emitter(arrays, indent + 2, parallel, known)
     value = term.value(sum_node.body, {**env, sum_node.index: k})
     lines += term.lines + ["    " * (indent + 2) + f"_out[{row}] += {value}"]
     if body is sum_node:  # no factors
         return lines
     lines.append(f"{pad}for {v} in range({start}, {stop}):")
-    final = _Emitter("py", arrays)
-    final.indent = indent + 1
-    final.unsigned_reads = parallel
-    final.known = {**known, sum_node: f"_out[{row}]"}
+    final = _py_emitter(arrays, indent + 1, parallel, {**known, sum_node: f"_out[{row}]"})
     value = final.value(body, env)
     return lines + final.lines + ["    " * (indent + 1) + f"_out[{row}] = {value}"]
 
@@ -342,8 +347,6 @@ def _invariants(definition: Definition) -> dict[Node, int]:
     element (loop-invariant code motion): sums and calls at the function's own level (outside every
     sum and bracket, so their reads are made for every element anyway) that do not read the last
     index, each with the position of the deepest index it reads (−1: none)."""
-    from jacacc.elementwise.derive import free_indices
-
     position = {name: k for k, name in enumerate(definition.indices)}
     last = len(definition.indices) - 1
     out: dict[Node, int] = {}
@@ -376,8 +379,7 @@ def _loops_with_invariants(definition: Definition, env: dict[str, str], arrays: 
         empty = " or ".join(f"_n{k} == 0" for k in range(len(definition.indices)))
         lines += [f"    if {empty}:", "        return"]  # the invariants' reads are only checked on elements
     loops = _output_loops(definition, env, 1, "prange" if parallel else "range")
-    em = _Emitter("py", arrays)
-    em.unsigned_reads = parallel
+    em = _py_emitter(arrays, 1, parallel)
     em.serial = 1000  # names apart from the body's emitters
     for level in range(-1, count):
         if level >= 0:
@@ -505,10 +507,7 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
                                          (start, stop))
             continue
         lines.append(f"{pad}for {v} in range({start}, {stop}):")
-        em = _Emitter("py", arrays)
-        em.indent = len(pad) // 4 + 1
-        em.unsigned_reads = parallel
-        em.known = dict(known)
+        em = _py_emitter(arrays, len(pad) // 4 + 1, parallel, known)
         value = em.value(body, env)
         lines += em.lines + ["    " * em.indent + f"{store} = {value}"]
     return "\n".join([*lines, ""])
@@ -547,9 +546,7 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
     inner = 1 + len(definition.indices)
     lines = _signature(definition, arguments, arrays)
     # the union of the sum's ranges over all elements
-    bounds = _Emitter("py", arrays)
-    lo = _fold("max", [bounds.limit(lim, env, True) for lim in sum_node.lower])
-    hi = _fold("min", [bounds.limit(lim, env, False) for lim in sum_node.upper])
+    lo, hi = _sum_range(sum_node, env, arrays)
     lines += ["    _kmin = 0", "    _kmax = -1", "    _first = True"]
     lines += _output_loops(definition, env, 1, "range")
     pad = "    " * inner
@@ -565,9 +562,7 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
               "        _c0 = _kmin + _c * _len",
               "        _c1 = min(_c0 + _len - 1, _kmax)"]
     lines += _output_loops(definition, env, 2, "range")
-    em = _Emitter("py", arrays)
-    em.indent = inner + 1
-    em.unsigned_reads = parallel
+    em = _py_emitter(arrays, inner + 1, parallel)
     chunk_env = {**env, "_c0": "_c0", "_c1": "_c1"}
     piece = Summation(sum_node.column, sum_node.index, (*sum_node.lower, Limit(Affine.of("_c0"))),
                       (*sum_node.upper, Limit(Affine.of("_c1"))), sum_node.body)
@@ -575,10 +570,7 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
     lines += em.lines + ["    " * (inner + 1) + f"_part[_c, {flat}] = {partial}"]
     # the elements: the factors outside the sum times the added partial sums
     lines += _output_loops(definition, env, 1, "prange" if parallel else "range")
-    final = _Emitter("py", arrays)
-    final.indent = inner
-    final.unsigned_reads = parallel
-    final.known[sum_node] = "_total"
+    final = _py_emitter(arrays, inner, parallel, {sum_node: "_total"})
     lines += [f"{pad}_total = 0.0", f"{pad}for _c in range(_chunks):", f"{pad}    _total += _part[_c, {flat}]"]
     value = final.value(definition.body, env)
     lines += final.lines + [f"{pad}_out[{', '.join(env[n] for n in definition.indices)}] = {value}"]
@@ -618,7 +610,7 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
 
 
 _FASTMATH = {"reassoc", "contract"}
-_FASTMATH_TEXT = "{'contract', 'reassoc'}"
+_FASTMATH_TEXT = "{" + ", ".join(repr(flag) for flag in sorted(_FASTMATH)) + "}"  # for the helpers' source
 #: Numba: exp, log and tanh as the scalar core's inlined arithmetic helpers (a few ulp; they
 #: vectorize with the loop around them, a libm call does not)
 VECTOR_MATH = {"np.exp(": ("_exp(", "exp"), "np.log(": ("_log(", "log"), "np.tanh(": ("_tanh(", "tanh")}
