@@ -28,11 +28,13 @@ from jacacc.api import Plan, optimize, structural_lower_bound
 from jacacc.codegen import compile
 from jacacc.eliminate import EdgeStep, eliminate, modes
 from jacacc.errors import (
+    DTypeError,
     GraphError,
     JacaccError,
     MissingExtraError,
     OrderError,
     RegistryError,
+    SizeLimitError,
     TraceError,
     UnsupportedOperationError,
 )
@@ -86,6 +88,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CompGraph",
+    "DTypeError",
     "EdgeStep",
     "GraphError",
     "LAZY_SUBMODULES",
@@ -98,6 +101,7 @@ __all__ = [
     "PrunedVerticesWarning",
     "RegistryError",
     "Schedule",
+    "SizeLimitError",
     "TraceError",
     "Traced",
     "UnsupportedOperationError",

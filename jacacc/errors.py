@@ -36,6 +36,17 @@ class TraceError(JacaccError, ValueError):
     not a number or traced value, a tracer used outside its trace."""
 
 
+class DTypeError(JacaccError, TypeError):
+    """An argument's dtype is not one jacacc computes with: complex, string,
+    object or another non-real dtype (the message names the argument)."""
+
+
+class SizeLimitError(JacaccError, ValueError):
+    """A problem would exceed a size budget (``from_jax``'s ``max_edges``, a
+    nesting depth): the message names the size and the budget, and where to go
+    instead."""
+
+
 class NotPositiveDefiniteError(JacaccError, LinAlgError):
     """A matrix that must be symmetric positive definite is not: its Cholesky
     factorization (``jacacc.linalg.potrf``) or the inverse from a singular

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from jacacc.linalg import kernels
 
 __all__ = ["extractdiag", "extracttrian", "gelqf", "gemm", "gemm2", "makediag", "maketrian", "potrf", "potri",
@@ -38,6 +40,22 @@ def _traced(*operands: Any) -> bool:
     return any(isinstance(x, Traced) for x in operands)
 
 
+def _checked_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` validated as the LAPACK/BLAS kernels validate them, so a traced
+    call refuses a bad ``alpha`` with the kernels' one-line message instead of
+    failing deep inside the expression builder."""
+    checked = dict(options)
+    for key in ("alpha", "beta"):
+        if key in checked:
+            checked[key] = kernels.real_scalar(name, key, checked[key])
+    if "offset" in checked:
+        offset = checked["offset"]
+        if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+            raise TypeError(f"{name}: offset must be an int, got {offset!r}")
+        checked["offset"] = int(offset)
+    return checked
+
+
 def _symbolic(name: str, operands: tuple[Any, ...], **options: Any) -> Any:
     """Operator ``name`` on traced operands: the expression of
     :mod:`jacacc.linalg.factorizations` or :mod:`jacacc.linalg.expressions`,
@@ -46,7 +64,7 @@ def _symbolic(name: str, operands: tuple[Any, ...], **options: Any) -> Any:
     from jacacc.tensor.trace import Traced, _node
 
     module = factorizations if name in factorizations.__all__ else expressions
-    result = getattr(module, name)(*(_node(x) for x in operands), **options)
+    result = getattr(module, name)(*(_node(x) for x in operands), **_checked_options(name, options))
     return tuple(Traced(r) for r in result) if isinstance(result, tuple) else Traced(result)
 
 

@@ -124,7 +124,7 @@ def _same_batch(op: str, **operands: np.ndarray) -> tuple[int, ...]:
     return a.shape[:-2]
 
 
-def _scalar(op: str, name: str, value: float) -> float:
+def real_scalar(op: str, name: str, value: float) -> float:
     """A finite real scalar parameter as a Python float."""
     if isinstance(value, complex | np.complexfloating):
         raise TypeError(f"{op}: {name} must be a real number, got {value!r}")
@@ -305,7 +305,7 @@ def gemm(
         raise ValueError(
             f"{op}: C must be {m} x {n} to match op(A)·op(B), got C shape {C.shape} (A shape {A.shape}, B shape {B.shape})"
         )
-    alpha, beta = _scalar(op, "alpha", alpha), _scalar(op, "beta", beta)
+    alpha, beta = real_scalar(op, "alpha", alpha), real_scalar(op, "beta", beta)
     dtype = _dtype(op, A, B, C)
     A, B = _operand(A, dtype), _operand(B, dtype)
     out = _result_buffer(C, dtype, overwrite_c)
@@ -387,7 +387,7 @@ def gemm2(
     A, B = _matrices(op, "A", A), _matrices(op, "B", B)
     batch = _same_batch(op, A=A, B=B)
     m, _, n = _product_shape(op, A, B, transpose_a, transpose_b)
-    alpha = _scalar(op, "alpha", alpha)
+    alpha = real_scalar(op, "alpha", alpha)
     dtype = _dtype(op, A, B)
     A, B = _operand(A, dtype), _operand(B, dtype)
     _check_finite(op, "A", A)
@@ -440,7 +440,7 @@ def syrk(A: ArrayLike, alpha: float = 1.0, transpose: bool = False) -> np.ndarra
     """
     op = "syrk"
     A = _matrices(op, "A", A)
-    alpha = _scalar(op, "alpha", alpha)
+    alpha = real_scalar(op, "alpha", alpha)
     dtype = _dtype(op, A)
     A = _operand(A, dtype)
     _check_finite(op, "A", A)
@@ -561,7 +561,7 @@ def trmm(
            [5.]])
     """
     op = "trmm"
-    alpha = _scalar(op, "alpha", alpha)
+    alpha = real_scalar(op, "alpha", alpha)
     A, out, batch = _triangular_operands(op, A, B, rightside, lower, overwrite_b)
     _triangular_blas("trmm", A, out, alpha, bool(transpose), bool(rightside), bool(lower), batch)
     return out
@@ -660,7 +660,7 @@ def trsm(
     array([[1., 2.]])
     """
     op = "trsm"
-    alpha = _scalar(op, "alpha", alpha)
+    alpha = real_scalar(op, "alpha", alpha)
     A, out, batch = _triangular_operands(op, A, B, rightside, lower, overwrite_b)
     _nonsingular_triangle(op, A)
     _triangular_blas("trsm", A, out, alpha, bool(transpose), bool(rightside), bool(lower), batch)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import RegistryError, TraceError
+from jacacc.tensor.captured import Captured, refuse_impure_trace
 from jacacc.tensor.derive import derivative_factors, tensor_modes
 from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
@@ -42,6 +43,16 @@ def _check_argnum(argnum: Any, n: int) -> int:
     if not -n <= argnum < n:
         raise ValueError(f"argnum {argnum} is out of range for a function called with {n} argument(s)")
     return int(argnum) % n
+
+
+def _argnum_sequence(argnum: Any) -> tuple[Any, ...]:
+    """``value_and_grad``'s several positions: a non-empty sequence of ints."""
+    if isinstance(argnum, str | bytes) or not isinstance(argnum, Sequence | np.ndarray) or len(argnum) == 0:
+        raise TypeError(f"argnum must be an int or a non-empty sequence of ints, got {argnum!r}")
+    for k in argnum:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer):
+            raise TypeError(f"argnum must be an int or a non-empty sequence of ints, got {argnum!r}")
+    return tuple(argnum)
 
 
 def _as_array(a: Any, position: int, differentiated: bool) -> Any:
@@ -163,16 +174,38 @@ def derivative_expression(f: Callable, *args: Any, argnum: int = 0, order: int =
 
 # ---------------------------------------------------------------------------- compiled transformations
 class _Cache:
-    """Plans per (shapes, dtype, array module), built on first use."""
+    """Plans per (shapes, dtype, array module), built on first use and rebuilt
+    when a value ``f`` read besides its arguments has changed since.
 
-    def __init__(self, build: Callable[[list[Any], np.dtype], Any]) -> None:
-        self.build = build
+    ``build(arrays, dtype, *extra)`` traces ``f`` (through :meth:`trace`, which
+    snapshots what ``f`` can reach and refuses random draws and side effects)
+    and plans the derivative; :meth:`get` reuses a plan only while that
+    snapshot still holds (:mod:`jacacc.tensor.captured`).
+    """
+
+    def __init__(self, f: Callable, name: str, build: Callable[..., Any]) -> None:
+        self.f, self.name, self.build = f, name, build
         self.plans: dict[tuple, Any] = {}
+        self.captured: Captured | None = None
+        self._snapshot = Captured()
 
-    def get(self, arrays: list[Any], dtype: np.dtype, key: tuple) -> Any:
+    def trace(self, arrays: list[Any]) -> TracedFunction:
+        """``f`` traced at ``arrays``; refused if it draws random numbers or changes
+        what it reads meanwhile (a cached plan could not repeat either)."""
+        with refuse_impure_trace(self._snapshot, getattr(self.f, "__name__", "f"), self.name):
+            return trace(self.f, arrays)
+
+    def get(self, arrays: list[Any], dtype: np.dtype, key: tuple, *extra: Any) -> Any:
+        if self.captured is not None and self.captured.changed() is not None:
+            # every plan read the old values
+            self.plans.clear()
+            self.captured = None
         plan = self.plans.get(key)
         if plan is None:
-            plan = self.plans[key] = self.build(arrays, dtype)
+            # a snapshot before tracing shows f's own side effects; the one kept is taken after
+            self._snapshot = Captured.of(self.f)
+            plan = self.plans[key] = self.build(arrays, dtype, *extra)
+            self.captured = Captured.of(self.f)
         return plan
 
 
@@ -183,7 +216,7 @@ def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: 
     mode = _check_mode(mode)
 
     def build(arrays: list[Any], dtype: np.dtype) -> Any:
-        traced = trace(f, arrays)
+        traced = cache.trace(arrays)
         y = traced.outputs[0]
         if scalar and y.shape != ():
             raise TraceError(f"{name} needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns shape "
@@ -193,7 +226,7 @@ def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: 
             return _CompressedPlan(derived.factor, traced.inputs, dtype)
         return Program([derived.expression], traced.inputs, dtype)
 
-    cache = _Cache(build)
+    cache = _Cache(f, name, build)
 
     def transformed(*args: Any) -> Any:
         k = _check_argnum(argnum, len(args))
@@ -241,10 +274,10 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
         raise TypeError(f"value_and_grad needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
     several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
-    argnums = tuple(argnum) if several else (argnum,)
+    argnums = _argnum_sequence(argnum) if several else (argnum,)
 
     def build(arrays: list[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Program:
-        traced = trace(f, arrays)
+        traced = cache.trace(arrays)
         y = traced.outputs[0]
         if y.shape != ():
             raise TraceError(f"value_and_grad needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns "
@@ -257,19 +290,16 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
             grads.append(materialize(found if found is not None else _zero_factor((), traced.inputs[k].shape)))
         return Program([y, *grads], traced.inputs, dtype)
 
-    plans: dict[tuple, Program] = {}
+    cache = _Cache(f, "value_and_grad", build)
 
     def transformed(*args: Any) -> Any:
         wrt = tuple(_check_argnum(k, len(args)) for k in argnums)
         arrays, dtype, key = _prepare(args, wrt)
-        plan = plans.get((wrt, *key))
-        if plan is None:
-            plan = plans[(wrt, *key)] = build(arrays, dtype, wrt)
-        value, *grads = plan(*arrays)
+        value, *grads = cache.get(arrays, dtype, (wrt, *key), wrt)(*arrays)
         return value, (tuple(grads) if several else grads[0])
 
     transformed.__name__ = f"value_and_grad_{getattr(f, '__name__', 'f')}"
-    transformed.plans = plans  # type: ignore[attr-defined]
+    transformed.plans = cache.plans  # type: ignore[attr-defined]
     return transformed
 
 

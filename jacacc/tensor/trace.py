@@ -281,7 +281,13 @@ def _binary(op: str, x: Any, y: Any) -> Traced:
     if op == "divide":
         sb = _scalar_value(b)
         if sb is not None:
-            return Traced(E.scale(1.0 / sb, a))
+            with np.errstate(divide="ignore"):
+                inverse = float(np.float64(1.0) / np.float64(sb))
+            if np.isfinite(inverse):
+                return Traced(E.scale(inverse, a))
+            # x / 0.0 is ±inf (nan at x = 0) elementwise, as in NumPy: a full constant keeps
+            # the product elementwise, where a scalar factor would be moved out of later sums
+            return Traced(_elementwise_product(a, E.const(np.full(a.shape, inverse)), "divide"))
         return Traced(_elementwise_product(a, E.unary("reciprocal", b), "divide"))
     if op == "subtract":
         b = E.scale(-1.0, b)

@@ -1,0 +1,236 @@
+"""Hostile use of ``jacacc.tensor`` and ``jacacc.linalg`` (issue 24).
+
+A cached transformation must never return a stale result: whenever a value the
+function reads besides its arguments changes (a closure variable, a global
+array, an attribute, a list or dict entry, a default argument), the next call
+gives what a fresh transformation gives.  Random draws inside a differentiated
+function are refused by name; side effects run once per trace and are named by
+a warning.  Bad arguments get one line naming them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import jacacc.linalg as la
+import jacacc.tensor as jt
+from jacacc.errors import TraceError
+from jacacc.tensor.captured import Captured, SideEffectWarning
+
+X = np.array([1.0, -2.0, 0.5])
+TRANSFORMS = {"grad": jt.grad, "jacobian": jt.jacobian, "hessian": jt.hessian,
+              "value_and_grad": jt.value_and_grad}
+
+
+def assert_fresh(transformed, make, f, *args):
+    """The cached transformation gives what a new one gives now."""
+    got, want = transformed(*args), make(f)(*args)
+    if isinstance(want, tuple):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- captured values that change
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_a_rebound_closure_variable_is_read_again(name):
+    make = TRANSFORMS[name]
+    c = 2.0
+
+    def f(x):
+        return np.sum(c * x ** 3)
+
+    g = make(f)
+    first = g(X)
+    c = 5.0
+    assert_fresh(g, make, f, X)
+    again = g(X)
+    if name != "value_and_grad":
+        np.testing.assert_allclose(again, 2.5 * first)  # every term scales with c
+
+
+def test_the_issue_example():
+    c = 2
+    g = jt.grad(lambda x: np.sum(c * x ** 2))
+    np.testing.assert_allclose(g(X), 4 * X)
+    c = 5
+    np.testing.assert_allclose(g(X), 10 * X)
+
+
+W_GLOBAL = np.array([1.0, 2.0, 3.0])
+
+
+def _global_loss(x):
+    return np.sum(W_GLOBAL * np.tanh(x))
+
+
+def test_a_global_array_changed_in_place_or_rebound():
+    global W_GLOBAL
+    saved = W_GLOBAL
+    try:
+        h = jt.hessian(_global_loss)
+        h(X)
+        W_GLOBAL[1] = -7.0  # in place
+        assert_fresh(h, jt.hessian, _global_loss, X)
+        W_GLOBAL = np.array([0.5, 0.25, 4.0])  # rebound
+        assert_fresh(h, jt.hessian, _global_loss, X)
+    finally:
+        W_GLOBAL = saved
+        saved[:] = [1.0, 2.0, 3.0]
+
+
+def test_a_value_read_through_a_helper_function():
+    scale = np.array([1.0, 1.0, 1.0])
+
+    def helper(x):
+        return scale * x
+
+    def f(x):
+        return np.sum(np.exp(helper(x)))
+
+    g = jt.grad(f)
+    g(X)
+    scale *= 3.0
+    assert_fresh(g, jt.grad, f, X)
+
+
+class Model:
+    def __init__(self):
+        self.W = np.eye(3)
+        self.decay = 0.1
+
+    def loss(self, x):
+        return np.sum(np.tanh(self.W @ x)) + self.decay * np.sum(x * x)
+
+
+def test_attributes_of_self_changed_or_replaced():
+    m = Model()
+    g = jt.grad(m.loss)
+    g(X)
+    m.decay = 2.0
+    assert_fresh(g, jt.grad, m.loss, X)
+    m.W = np.arange(9.0).reshape(3, 3) / 9
+    assert_fresh(g, jt.grad, m.loss, X)
+    m.W[0, 0] = 5.0
+    assert_fresh(g, jt.grad, m.loss, X)
+
+
+def test_list_and_dict_entries_and_default_arguments():
+    weights = [np.ones(3), 2.0]
+    config = {"alpha": 0.5}
+
+    def f(x, extra=np.zeros(3)):  # noqa: B008 - a mutable default is what is tested
+        return np.sum(weights[0] * x ** 2) * weights[1] + config["alpha"] * np.sum(extra * x)
+
+    g = jt.grad(f)
+    g(X)
+    weights[1] = 3.0
+    assert_fresh(g, jt.grad, f, X)
+    weights[0][2] = -1.0
+    assert_fresh(g, jt.grad, f, X)
+    config["alpha"] = 4.0
+    f.__defaults__[0][:] = 1.0
+    assert_fresh(g, jt.grad, f, X)
+
+
+def test_a_change_rebuilds_the_plans_of_every_shape():
+    c = 1.0
+    g = jt.grad(lambda x: np.sum(c * x ** 2))
+    small, large = np.ones(2), np.ones(4)
+    g(small)
+    g(large)
+    c = 3.0
+    g(large)  # the change is seen here ...
+    np.testing.assert_allclose(g(small), 6 * small)  # ... and the other shape's plan is not reused
+
+
+def test_unchanged_values_reuse_the_plan():
+    c = np.array([1.0, 2.0, 3.0])
+    g = jt.hessian(lambda x: np.sum(c * x ** 3))
+    g(X)
+    plan = next(iter(g.plans.values()))
+    c2 = c  # another name for the same array: nothing changed
+    del c2
+    g(X + 1)
+    assert next(iter(g.plans.values())) is plan
+
+
+def test_captured_names_what_changed():
+    offset = 1.0
+    captured = Captured.of(lambda x: x + offset)
+    assert captured.changed() is None
+    offset = 2.0
+    assert "'offset'" in captured.changed()
+
+
+# ---------------------------------------------------------------------------- random draws and side effects
+def test_random_draws_are_refused_by_name():
+    with pytest.raises(TraceError, match=r"np\.random"):
+        jt.grad(lambda x: np.sum(np.random.normal(size=3) * x))(X)
+    rng = np.random.default_rng(0)
+    with pytest.raises(TraceError, match="generator in the closure variable 'rng'"):
+        jt.hessian(lambda x: np.sum(rng.normal(size=3) * x ** 2))(X)
+    with pytest.raises(TraceError, match="Python's random module"):
+        jt.grad(lambda x: np.sum(random.random() * x))(X)
+
+
+def test_a_generator_not_drawn_from_is_fine():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=3)
+    g = jt.grad(lambda x: np.sum(noise * x) if rng is not None else None)
+    np.testing.assert_allclose(g(X), noise)
+
+
+def test_side_effects_run_once_per_trace_with_a_warning():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return np.sum(x ** 2)
+
+    g = jt.grad(f)
+    with pytest.warns(SideEffectWarning, match="'calls'"):
+        g(X)
+    np.testing.assert_allclose(g(X), 2 * X)
+    assert len(calls) == 1  # the cached plan: f is not run again
+
+
+# ---------------------------------------------------------------------------- bad arguments
+@pytest.mark.parametrize("argnum", [None, "a", [], [0, None], 1.5])
+def test_value_and_grad_argnum_is_checked(argnum):
+    with pytest.raises(TypeError, match="argnum must be an int or a non-empty sequence of ints"):
+        jt.value_and_grad(lambda x: np.sum(x ** 2), argnum=argnum)(X)
+
+
+def test_division_by_a_zero_constant_is_ieee_as_in_numpy():
+    x = np.array([1.0, -2.0, 0.0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value, grad = jt.value_and_grad(lambda x: np.sum(x / 0.0))(x)
+        assert np.isnan(value) and np.isnan(np.sum(x / 0.0))
+        np.testing.assert_array_equal(jt.grad(lambda x: np.sum(x / -0.0))(x), np.full(3, -np.inf))
+    np.testing.assert_array_equal(grad, np.full(3, np.inf))
+
+
+@pytest.mark.parametrize("call", [
+    lambda A: la.gemm(A, A, A, alpha="x"),
+    lambda A: la.gemm(A, A, A, beta="x"),
+    lambda A: la.gemm2(A, A, alpha="x"),
+    lambda A: la.syrk(A, alpha="x"),
+    lambda A: la.trmm(A, A, alpha=1j),
+    lambda A: la.trsm(A + 3 * np.eye(2), A, alpha=None),
+])
+def test_linalg_scalar_options_are_checked_while_traced(call):
+    A = np.array([[2.0, 0.5], [0.5, 3.0]])
+    with pytest.raises(TypeError, match=r"(alpha|beta) must be a real number"):
+        jt.grad(lambda A: np.sum(call(A)))(A)
+    with pytest.raises(TypeError, match=r"(alpha|beta) must be a real number"):
+        call(A)  # and eagerly, with the same message
+
+
+def test_linalg_offset_is_checked_while_traced():
+    with pytest.raises(TypeError, match="offset must be an int"):
+        jt.grad(lambda v: np.sum(la.makediag(v, offset="1")))(np.ones(2))
