@@ -234,3 +234,18 @@ def test_linalg_scalar_options_are_checked_while_traced(call):
 def test_linalg_offset_is_checked_while_traced():
     with pytest.raises(TypeError, match="offset must be an int"):
         jt.grad(lambda v: np.sum(la.makediag(v, offset="1")))(np.ones(2))
+
+
+def test_a_function_reaching_too_much_is_traced_at_every_call(monkeypatch):
+    import jacacc.tensor.api as api
+    import jacacc.tensor.captured as captured
+
+    monkeypatch.setattr(captured, "MAX_BINDINGS", 3)
+    monkeypatch.setattr(api, "MAX_BINDINGS", 3)
+    table = {k: float(k) for k in range(10)}
+    g = jt.grad(lambda x: np.sum(table[2] * x ** 2))
+    with pytest.warns(RuntimeWarning, match="every call"):
+        np.testing.assert_allclose(g(X), 4 * X)
+    table[2] = 3.0
+    with pytest.warns(RuntimeWarning, match="every call"):
+        np.testing.assert_allclose(g(X), 6 * X)

@@ -10,6 +10,7 @@ of the Jacobian expression, so every mode applies to both passes.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import RegistryError, TraceError
-from jacacc.tensor.captured import Captured, refuse_impure_trace
+from jacacc.tensor.captured import MAX_BINDINGS, Captured, refuse_impure_trace
 from jacacc.tensor.derive import derivative_factors, tensor_modes
 from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
@@ -206,6 +207,10 @@ class _Cache:
             self._snapshot = Captured.of(self.f)
             plan = self.plans[key] = self.build(arrays, dtype, *extra)
             self.captured = Captured.of(self.f)
+            if not self.captured.complete:
+                warnings.warn(f"{getattr(self.f, '__name__', 'f')} reaches more than {MAX_BINDINGS} values besides "
+                              f"its arguments: they cannot be checked at each call, so the {self.name} traces it at "
+                              "every call; pass large data as arguments", RuntimeWarning, stacklevel=3)
         return plan
 
 
