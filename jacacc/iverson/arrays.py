@@ -30,9 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jacacc.errors import RegistryError, require_extra
+import numpy as np
+
+from jacacc.errors import DTypeError, RegistryError, require_extra
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
-from jacacc.iverson.interpret import COMPARE
+from jacacc.iverson.interpret import COMPARE, check_real_dtype, real_array
 from jacacc.iverson.normalize import bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
     Access,
@@ -46,6 +49,7 @@ from jacacc.iverson.syntax import (
     Expr,
     Func,
     Gen,
+    IvTypeError,
     Mul,
     Or,
     Pair,
@@ -120,6 +124,10 @@ def array_function(expr: Expr, library: str = "numpy") -> Callable[..., Any]:
     free = sorted(expr.free_vars)
 
     def run(**arrays: Any) -> Any:
+        for name in free:
+            if name not in arrays:
+                raise IvTypeError(f"no value given for the variable {name!r}")
+            _check_dtype(name, arrays[name])
         env = {name: lib.asarray(arrays[name]) for name in free}
         for name, value in bindings:
             env[name] = _value(value, env, lib)
@@ -127,6 +135,18 @@ def array_function(expr: Expr, library: str = "numpy") -> Callable[..., Any]:
 
     run.__name__ = f"iverson_{library}"
     return run
+
+
+def _check_dtype(name: str, value: Any) -> None:
+    """Refuse a complex or non-numeric input by name (a conversion to float would drop the
+    imaginary part with only a warning, or fail obscurely): NumPy, JAX and PyTorch arrays alike."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:  # lists, Python numbers
+        real_array(name, value)
+    elif isinstance(dtype, np.dtype):  # NumPy and JAX (also tracers: the dtype, never the values)
+        check_real_dtype(name, dtype)
+    elif getattr(dtype, "is_complex", False):  # torch.dtype
+        raise DTypeError(f"the variable {name!r} is complex ({dtype}); jacacc.iverson computes with real numbers")
 
 
 def _value(e: Expr, env: dict[str, Any], lib: _Lib) -> Any:
@@ -172,24 +192,28 @@ def _index_value(a: Any, axes: list[tuple[str, int]], lib: _Lib) -> Any:
 
 def _scalar(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Any:
     """The value of a scalar body on the grid of ``axes`` (broadcastable to it)."""
+    return drive(_scalar_step(e, axes, env, lib))
+
+
+def _scalar_step(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Step:
     if isinstance(e, Const):
         return lib.asarray(e.value).reshape((1,) * len(axes)) if axes else lib.asarray(e.value)
     if isinstance(e, (Var, Access)):
         return _gather(e, axes, env, lib)
     if isinstance(e, Add):
-        return _scalar(e.a, axes, env, lib) + _scalar(e.b, axes, env, lib)
+        return (yield _scalar_step(e.a, axes, env, lib)) + (yield _scalar_step(e.b, axes, env, lib))
     if isinstance(e, Mul):
-        return _scalar(e.a, axes, env, lib) * _scalar(e.b, axes, env, lib)
+        return (yield _scalar_step(e.a, axes, env, lib)) * (yield _scalar_step(e.b, axes, env, lib))
     if isinstance(e, Func):
-        return lib.functions[e.name](_scalar(e.arg, axes, env, lib))
+        return lib.functions[e.name]((yield _scalar_step(e.arg, axes, env, lib)))
     if isinstance(e, Bracket):
-        mask = _pred(e.pred, axes, env, lib)
+        mask = yield _pred(e.pred, axes, env, lib)
         if isinstance(mask, bool):  # a constant predicate: no where (torch wants a tensor condition)
-            return _scalar(e.body, axes, env, lib) if mask else _scalar(Const(0.0), axes, env, lib)
-        return lib.where(mask, _scalar(e.body, axes, env, lib), lib.asarray(0.0))
+            return (yield _scalar_step(e.body if mask else Const(0.0), axes, env, lib))
+        return lib.where(mask, (yield _scalar_step(e.body, axes, env, lib)), lib.asarray(0.0))
     if isinstance(e, Sum):
         inner = axes + [(e.index, e.extent)]
-        value = _scalar(e.body, inner, env, lib)
+        value = yield _scalar_step(e.body, inner, env, lib)
         shape = tuple(value.shape[:len(axes)]) + (e.extent,)  # keep axes the body does not depend on at 1
         return lib.reduce_sum(lib.broadcast_to(value, shape), len(axes))
     raise AssertionError(f"not in gen push-out form: {type(e).__name__}")  # pragma: no cover
@@ -227,15 +251,16 @@ def _gather(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib
     return out.reshape(out.shape + (1,) * (len(axes) - out.ndim)) if out.ndim < len(axes) else out
 
 
-def _pred(p: Pred, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Any:
+def _pred(p: Pred, axes: list[tuple[str, int]], env: dict[str, Any], lib: _Lib) -> Step:
     if isinstance(p, Cmp):
         lhs, rhs = _index_value(p.lhs, axes, lib), _index_value(p.rhs, axes, lib)
         out = COMPARE[p.op](lhs, rhs)
         return bool(out) if isinstance(lhs, int) and isinstance(rhs, int) else out
     if isinstance(p, DataCmp):
-        return COMPARE[p.op](_scalar(p.lhs, axes, env, lib), _scalar(p.rhs, axes, env, lib))
+        lhs = yield _scalar_step(p.lhs, axes, env, lib)
+        return COMPARE[p.op](lhs, (yield _scalar_step(p.rhs, axes, env, lib)))
     if isinstance(p, (And, Or)):
-        a, b = _pred(p.a, axes, env, lib), _pred(p.b, axes, env, lib)
+        a, b = (yield _pred(p.a, axes, env, lib)), (yield _pred(p.b, axes, env, lib))
         conjunction = isinstance(p, And)
         for x, y in ((a, b), (b, a)):
             if isinstance(x, bool):  # constant sides fold here (torch wants tensors in logical_and)

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jacacc.intlin import Form, range_escape
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.syntax import (
     Access,
     Affine,
@@ -38,7 +39,6 @@ from jacacc.iverson.syntax import (
     Expr,
     Gen,
     IvTypeError,
-    Let,
     Or,
     Pred,
     Sum,
@@ -106,7 +106,7 @@ def check(expr: Expr) -> dict[str, Type]:
         name = sorted(unbound)[0]
         raise IvTypeError(f"index {name} is used outside its binder (no enclosing gen or sum binds it) in "
                           f"{_short(_first_use(expr, name))}")
-    _walk(expr, _Context(), {})
+    drive(_walk(expr, _Context(), {}))
     return dict(expr.free_vars)
 
 
@@ -127,33 +127,30 @@ def _first_use(expr: Expr, name: str) -> Expr:
         node = inner[0]
 
 
-def _walk(e: Expr, ctx: _Context, cache: dict) -> None:
+def _walk(e: Expr, ctx: _Context, cache: dict) -> Step:
+    """Check every read of ``e`` in context; a step of :func:`~jacacc.iverson._stack.drive`."""
     if isinstance(e, (Gen, Sum)):
         # shadowing: the inner binder gets its own name (messages show the user's)
         name, body = unshadowed(e, ctx.binders)
         shown = ctx.shown if name == e.index else {**ctx.shown, name: ctx.shown.get(e.index, e.index)}
         inner = _Context({**ctx.binders, name: e.extent}, ctx.guards, shown)
-        _walk(body, inner, cache)
+        yield _walk(body, inner, cache)
         return
     if isinstance(e, Bracket):
         # a bracket's data comparisons are evaluated only where its index comparisons hold
         guarded = _Context(ctx.binders, ctx.guards + [index_part(e.pred)], ctx.shown)
         for operand in pred_children_exprs(e.pred):
-            _walk(operand, guarded, cache)
-        _walk(e.body, _Context(ctx.binders, ctx.guards + [e.pred], ctx.shown), cache)
+            yield _walk(operand, guarded, cache)
+        yield _walk(e.body, _Context(ctx.binders, ctx.guards + [e.pred], ctx.shown), cache)
         return
     if isinstance(e, Access):
-        _walk(e.target, ctx, cache)
+        yield _walk(e.target, ctx, cache)
         extent = leading_extent(e.target.type)
         assert extent is not None  # Access refuses scalars when built
         _check_range(e, extent, ctx, cache)
         return
-    if isinstance(e, Let):
-        _walk(e.value, ctx, cache)
-        _walk(e.body, ctx, cache)
-        return
-    for c in e.children:
-        _walk(c, ctx, cache)
+    for c in e.children:  # a let's value, then its body
+        yield _walk(c, ctx, cache)
 
 
 def _check_range(e: Access, extent: int, ctx: _Context, cache: dict) -> None:

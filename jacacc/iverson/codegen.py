@@ -23,7 +23,9 @@ as Python source, registered with :mod:`linecache` so tracebacks show it:
     ``np.where``, ``np.sum`` over an axis) — vectorized, dense.
 
 Both take the program's inputs as keyword arrays (extra ones ignored) and
-return what :func:`~jacacc.iverson.interpret.evaluate` returns.
+return what :func:`~jacacc.iverson.interpret.evaluate` returns.  Generated
+expressions never nest more than :data:`MAX_NESTING` operations: deeper ones
+are split into named intermediates (``t3 = …``), so deep programs compile.
 
 Examples
 --------
@@ -47,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import RegistryError, require_extra
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.arrays import _Lib, _value
 from jacacc.iverson.check import check
 from jacacc.iverson.interpret import bind_arrays
@@ -84,6 +87,8 @@ from jacacc.iverson.syntax import (
 __all__ = ["BACKENDS", "CompiledProgram", "compile"]
 
 _CACHE: dict[tuple, CompiledProgram] = {}
+#: operations nested in one generated expression before an intermediate is named
+MAX_NESTING = 16
 
 
 class CompiledProgram:
@@ -279,10 +284,17 @@ class _LoopPrinter:
 
     # --- scalars
     def scalar(self, e: Expr) -> str:
+        """Code for the scalar ``e``; intermediates are named (``t3 = …``) once the expression
+        nests :data:`MAX_NESTING` operations deep (Python's parser refuses deeply nested
+        parentheses, and a 1000-step program must still compile)."""
+        return drive(self._scalar(e))[0]
+
+    def _scalar(self, e: Expr) -> Step:
+        """(code, nesting depth) of ``e``; a step of :func:`~jacacc.iverson._stack.drive`."""
         if isinstance(e, Const):
-            return repr(e.value)
+            return repr(e.value), 0
         if isinstance(e, Var):
-            return self.vars[e.name]
+            return self.vars[e.name], 0
         if isinstance(e, Access):
             indices = []
             target: Expr = e
@@ -290,25 +302,25 @@ class _LoopPrinter:
                 indices.append(self.affine(target.idx))
                 target = target.target
             assert isinstance(target, Var), "gen push-out leaves reads of variables only"
-            return f"{self.vars[target.name]}[{', '.join(reversed(indices))}]"
-        if isinstance(e, Add):
-            return f"({self.scalar(e.a)} + {self.scalar(e.b)})"
-        if isinstance(e, Mul):
-            return f"({self.scalar(e.a)} * {self.scalar(e.b)})"
+            return f"{self.vars[target.name]}[{', '.join(reversed(indices))}]", 0
+        if isinstance(e, (Add, Mul)):
+            a, da = yield self._scalar(e.a)
+            b, db = yield self._scalar(e.b)
+            return self.named(f"({a} {'+' if isinstance(e, Add) else '*'} {b})", 1 + max(da, db))
         if isinstance(e, Func):
-            arg = self.scalar(e.arg)
+            arg, depth = yield self._scalar(e.arg)
             if e.name == "relu":
-                return f"max({arg}, 0.0)"
+                return self.named(f"max({arg}, 0.0)", depth + 1)
             if e.name == "recip":
-                return self.division.format(arg)
-            return f"np.{e.name}({arg})"
+                return self.named(self.division.format(arg), depth + 2)
+            return self.named(f"np.{e.name}({arg})", depth + 1)
         if isinstance(e, Bracket):
             out = self.temp("b")
             self.emit(f"{out} = 0.0")
             atoms, rest = _split_conjunction(e.pred)
             self.guarded(conjoin(atoms + ([rest] if rest is not None else [])),
                          lambda: self.emit(f"{out} = {self.scalar(e.body)}"))
-            return out
+            return out, 0
         if isinstance(e, Sum):
             scope, inner = _peel_sums(e)
             atoms, rest = ([], None)
@@ -320,8 +332,16 @@ class _LoopPrinter:
             saved = dict(self.indices)
             self.loops(scope, atoms, rest, lambda: self.emit(f"{acc} += {self.scalar(inner)}"))
             self.indices = saved
-            return acc
+            return acc, 0
         raise AssertionError(f"not in gen push-out form: {type(e).__name__}")  # pragma: no cover
+
+    def named(self, code: str, depth: int) -> tuple[str, int]:
+        """``code`` itself, or a temporary holding it once it nests too deep."""
+        if depth < MAX_NESTING:
+            return code, depth
+        name = self.temp("t")
+        self.emit(f"{name} = {code}")
+        return name, 0
 
     # --- bindings
     def binding(self, target: str, value: Expr, preallocated: bool = False) -> None:
@@ -399,9 +419,16 @@ def _peel_sums(e: Expr) -> tuple[list[tuple[str, int]], Expr]:
 
 
 def _addends(e: Expr) -> list[Expr]:
-    if isinstance(e, Add):
-        return _addends(e.a) + _addends(e.b)
-    return [e]
+    """The terms of a tree of additions, left to right (no recursion: the tree may be deep)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Add):
+            stack += [node.b, node.a]
+        else:
+            out.append(node)
+    return out
 
 
 def _has_data_guard(e: Expr) -> bool:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check, dnf
 from jacacc.iverson.interpret import COMPARE
 from jacacc.iverson.syntax import (
@@ -68,6 +69,7 @@ from jacacc.iverson.syntax import (
     conjoin,
     pred_children_exprs,
     unshadowed,
+    walk,
 )
 
 __all__ = ["Cost", "cost"]
@@ -102,49 +104,46 @@ def cost(expr: Expr) -> dict[str, int]:
     Returns ``{"add": …, "mul": …, "nonlinear": …}``.
     """
     check(expr)
-    return _cost(expr, (), ()).as_dict()
+    return drive(_cost(expr, (), ())).as_dict()
 
 
 def has_arithmetic(e: Expr) -> bool:
-    """Whether evaluating ``e`` can perform any counted operation."""
-    if isinstance(e, (Add, Mul, Func, Sum)):
-        return True
-    if isinstance(e, Bracket) and any(has_arithmetic(x) for x in pred_children_exprs(e.pred)):
-        return True
-    return any(has_arithmetic(c) for c in e.children)
+    """Whether evaluating ``e`` can perform any counted operation (one walk, no recursion)."""
+    return any(isinstance(node, (Add, Mul, Func, Sum)) for node in walk(e))
 
 
-def _cost(e: Expr, box: Box, guard: tuple[Pred, ...]) -> Cost:
-    """Σ over the points of ``box`` where every ``guard`` holds of the cost of ``e`` at that point."""
-    if not has_arithmetic(e):
+def _cost(e: Expr, box: Box, guard: tuple[Pred, ...]) -> Step:
+    """Σ over the points of ``box`` where every ``guard`` holds of the cost of ``e`` at that point
+    (a step of :func:`~jacacc.iverson._stack.drive`: programs nest deeper than Python recurses)."""
+    if isinstance(e, (Var, Const)):
         return ZERO
     if isinstance(e, Add):
         pair = guard + _nonzero(e.a) + _nonzero(e.b)
-        return _cost(e.a, box, guard) + _cost(e.b, box, guard) + Cost(add=count(box, pair))
+        return (yield _cost(e.a, box, guard)) + (yield _cost(e.b, box, guard)) + Cost(add=count(box, pair))
     if isinstance(e, Mul):
-        return _cost(e.a, box, guard) + _cost(e.b, box, guard) + Cost(mul=count(box, guard))
+        return (yield _cost(e.a, box, guard)) + (yield _cost(e.b, box, guard)) + Cost(mul=count(box, guard))
     if isinstance(e, Func):
-        return _cost(e.arg, box, guard) + Cost(nonlinear=count(box, guard))
+        return (yield _cost(e.arg, box, guard)) + Cost(nonlinear=count(box, guard))
+    if not has_arithmetic(e):  # nothing counted below: skip the point counting of brackets and sums
+        return ZERO
     if isinstance(e, Bracket):
         inner = guard + (e.pred,)
-        total = _cost(e.body, box, inner)
+        total = yield _cost(e.body, box, inner)
         for operand in pred_children_exprs(e.pred):
-            total = total + _cost(operand, box, inner)
+            total = total + (yield _cost(operand, box, inner))
         return total
     if isinstance(e, Gen):
         name, body = unshadowed(e, {n for n, _ in box})
-        return _cost(body, box + ((name, e.extent),), guard)
+        return (yield _cost(body, box + ((name, e.extent),), guard))
     if isinstance(e, Sum):
-        return _sum_cost(e, box, guard)
+        return (yield _sum_cost(e, box, guard))
     if isinstance(e, Access):
-        return _cost(e.target, box, guard)
-    if isinstance(e, (Let, Pair, Proj)):
-        total = ZERO
-        for c in e.children:
-            total = total + _cost(c, box, guard)
-        return total
-    assert isinstance(e, (Var, Const))  # pragma: no cover - no arithmetic
-    return ZERO
+        return (yield _cost(e.target, box, guard))
+    assert isinstance(e, (Let, Pair, Proj))
+    total = ZERO
+    for c in e.children:
+        total = total + (yield _cost(c, box, guard))
+    return total
 
 
 def _nonzero(e: Expr) -> tuple[Pred, ...]:
@@ -152,7 +151,7 @@ def _nonzero(e: Expr) -> tuple[Pred, ...]:
     return (e.pred,) if isinstance(e, Bracket) else ()
 
 
-def _sum_cost(e: Sum, box: Box, guard: tuple[Pred, ...]) -> Cost:
+def _sum_cost(e: Sum, box: Box, guard: tuple[Pred, ...]) -> Step:
     binders: list[tuple[str, int]] = []
     inner: Expr = e
     scope = box
@@ -162,7 +161,7 @@ def _sum_cost(e: Sum, box: Box, guard: tuple[Pred, ...]) -> Cost:
         scope = scope + ((name, inner.extent),)
         inner = body
     pred: tuple[Pred, ...] = (inner.pred,) if isinstance(inner, Bracket) else ()
-    total = _cost(inner, scope, guard)  # a bracket body costs only where its predicate holds
+    total = yield _cost(inner, scope, guard)  # a bracket body costs only where its predicate holds
     return total + Cost(add=_sum_additions(box, guard, tuple(binders), pred))
 
 

@@ -34,9 +34,9 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
 from jacacc.iverson.normalize import Binding, bindings_of, let_chain, normalize, read_at
 from jacacc.iverson.simplify import simplify, zero_of
@@ -165,38 +165,43 @@ def forward(expr: Expr, wrt: Var, direction: Expr) -> Expr:
 
 def _tangent(e: Expr, tangents: dict[str, Var], self_read: Expr | None) -> Expr | None:
     """D e (None for a zero tangent)."""
+    return drive(_tangent_step(e, tangents, self_read))
+
+
+def _tangent_step(e: Expr, tangents: dict[str, Var], self_read: Expr | None) -> Step:
+    # a step of :func:`~jacacc.iverson._stack.drive`: a primitive's tree of additions may be deep
     if isinstance(e, Const):
         return None
     if isinstance(e, Var):
         return tangents.get(e.name)
     if isinstance(e, Access):
-        d = _tangent(e.target, tangents, None)
+        d = yield _tangent_step(e.target, tangents, None)
         return None if d is None else Access(d, e.idx)
     if isinstance(e, Add):
-        da, db = _tangent(e.a, tangents, None), _tangent(e.b, tangents, None)
+        da, db = (yield _tangent_step(e.a, tangents, None)), (yield _tangent_step(e.b, tangents, None))
         if da is None or db is None:
             return da if db is None else db
         return Add(da, db)
     if isinstance(e, Mul):
-        da, db = _tangent(e.a, tangents, None), _tangent(e.b, tangents, None)
+        da, db = (yield _tangent_step(e.a, tangents, None)), (yield _tangent_step(e.b, tangents, None))
         terms = ([Mul(da, e.b)] if da is not None else []) + ([Mul(e.a, db)] if db is not None else [])
         return None if not terms else terms[0] if len(terms) == 1 else Add(terms[0], terms[1])
     if isinstance(e, Func):
-        da = _tangent(e.arg, tangents, None)
+        da = yield _tangent_step(e.arg, tangents, None)
         return None if da is None else Mul(derivative_of_function(e.name, e.arg, self_read), da)
     if isinstance(e, (Gen, Sum)):
-        d = _tangent(e.body, tangents, self_read)
+        d = yield _tangent_step(e.body, tangents, self_read)
         return None if d is None else type(e)(e.index, e.extent, d)
     if isinstance(e, Bracket):
-        d = _tangent(e.body, tangents, self_read)
+        d = yield _tangent_step(e.body, tangents, self_read)
         return None if d is None else Bracket(e.pred, d)
     if isinstance(e, Pair):
-        da, db = _tangent(e.a, tangents, None), _tangent(e.b, tangents, None)
+        da, db = (yield _tangent_step(e.a, tangents, None)), (yield _tangent_step(e.b, tangents, None))
         if da is None and db is None:
             return None
         return Pair(da if da is not None else zero_of(e.a.type), db if db is not None else zero_of(e.b.type))
     if isinstance(e, Proj):
-        d = _tangent(e.arg, tangents, None)
+        d = yield _tangent_step(e.arg, tangents, None)
         return None if d is None else Proj(e.which, d)
     raise AssertionError(f"not in tensor SSA form: {type(e).__name__}")  # pragma: no cover
 
@@ -216,8 +221,16 @@ class _Read:
 
 
 def _reads(e: Expr, active: set[str], sums: tuple, guards: tuple, coeff: Expr | None,
-           self_read: Expr | None) -> Iterator[_Read]:
+           self_read: Expr | None) -> list[_Read]:
     """The linearization of ``e`` as a list of reads of active variables with their coefficients."""
+    out: list[_Read] = []
+    drive(_reads_step(e, active, sums, guards, coeff, self_read, out))
+    return out
+
+
+def _reads_step(e: Expr, active: set[str], sums: tuple, guards: tuple, coeff: Expr | None,
+                self_read: Expr | None, out: list[_Read]) -> Step:
+    # a step of :func:`~jacacc.iverson._stack.drive`: a primitive's tree of additions may be deep
     if isinstance(e, Const):
         return
     if isinstance(e, (Var, Access)):
@@ -227,25 +240,25 @@ def _reads(e: Expr, active: set[str], sums: tuple, guards: tuple, coeff: Expr | 
             idx.append(target.idx)
             target = target.target
         if isinstance(target, Var) and target.name in active:
-            yield _Read(target.name, tuple(reversed(idx)), sums, guards, coeff)
+            out.append(_Read(target.name, tuple(reversed(idx)), sums, guards, coeff))
         return
     if isinstance(e, Add):
-        yield from _reads(e.a, active, sums, guards, coeff, None)
-        yield from _reads(e.b, active, sums, guards, coeff, None)
+        yield _reads_step(e.a, active, sums, guards, coeff, None, out)
+        yield _reads_step(e.b, active, sums, guards, coeff, None, out)
         return
     if isinstance(e, Mul):
-        yield from _reads(e.a, active, sums, guards, _scaled(coeff, e.b), None)
-        yield from _reads(e.b, active, sums, guards, _scaled(coeff, e.a), None)
+        yield _reads_step(e.a, active, sums, guards, _scaled(coeff, e.b), None, out)
+        yield _reads_step(e.b, active, sums, guards, _scaled(coeff, e.a), None, out)
         return
     if isinstance(e, Func):
         fprime = derivative_of_function(e.name, e.arg, self_read)
-        yield from _reads(e.arg, active, sums, guards, _scaled(coeff, fprime), None)
+        yield _reads_step(e.arg, active, sums, guards, _scaled(coeff, fprime), None, out)
         return
     if isinstance(e, Sum):
-        yield from _reads(e.body, active, sums + ((e.index, e.extent),), guards, coeff, None)
+        yield _reads_step(e.body, active, sums + ((e.index, e.extent),), guards, coeff, None, out)
         return
     if isinstance(e, Bracket):
-        yield from _reads(e.body, active, sums, guards + (e.pred,), coeff, self_read)
+        yield _reads_step(e.body, active, sums, guards + (e.pred,), coeff, self_read, out)
         return
     raise AssertionError(f"not in tensor SSA form: {type(e).__name__}")  # pragma: no cover
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
 from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.syntax import (
@@ -70,7 +71,7 @@ from jacacc.iverson.syntax import (
     pred_children_exprs,
     pred_indices,
     substitute_indices,
-    substitute_var,
+    substitute_vars,
     unshadowed,
 )
 
@@ -103,7 +104,7 @@ def bindings_of(e: Expr) -> tuple[list[Binding], Expr]:
 def let_lift(e: Expr) -> Expr:
     """Move every ``let`` to the top level (§5.1); bound names are renamed apart."""
     check(e)
-    bindings, core = _lift(e)
+    bindings, core = drive(_lift(e, {}))
     return let_chain(bindings, core)
 
 
@@ -112,33 +113,39 @@ def _wrap_bindings(bindings: list[Binding], core: Expr, wrap: Callable[[Expr], E
     """Wrap each binding value that ``needs`` it with ``wrap`` (⊞ or a bracket) and replace its reads
     by ``read(new variable)``; later values and the core see the replacement."""
     out: list[Binding] = []
-    renamed: list[tuple[str, Expr]] = []
+    renamed: dict[str, Expr] = {}
     for name, value in bindings:
-        for old, repl in renamed:
-            value = substitute_var(value, old, repl)
+        value = substitute_vars(value, renamed)
         if needs(value):
             wrapped = wrap(value)
             new = fresh(name)
             out.append((new, wrapped))
-            renamed.append((name, read(Var(new, wrapped.type))))
+            renamed[name] = read(Var(new, wrapped.type))
         else:
             out.append((name, value))
-    for old, repl in renamed:
-        core = substitute_var(core, old, repl)
-    return out, core
+    return out, substitute_vars(core, renamed)
 
 
-def _lift(e: Expr) -> tuple[list[Binding], Expr]:
-    if isinstance(e, (Var, Const)):
+def _lift(e: Expr, names: dict[str, Var]) -> Step:
+    """(bindings, core) of ``e`` with its lets lifted; ``names`` renames the reads of enclosing
+    lets (renaming as the walk goes, not by a substitution per let: a let chain thousands long
+    would take quadratic time).  A step of :func:`~jacacc.iverson._stack.drive`."""
+    if isinstance(e, Var):
+        return [], names.get(e.name, e)
+    if isinstance(e, Const):
         return [], e
     if isinstance(e, Let):
-        bv, v = _lift(e.value)
-        name = fresh(e.name)
-        body = substitute_var(e.body, e.name, Var(name, v.type))
-        bb, b = _lift(body)
-        return bv + [(name, v)] + bb, b
+        bindings: list[Binding] = []
+        while isinstance(e, Let):  # a chain of lets is a loop, not a recursion
+            bv, v = yield _lift(e.value, names)
+            name = fresh(e.name)
+            names = {**names, e.name: Var(name, v.type)}
+            bindings += bv + [(name, v)]
+            e = e.body
+        bb, b = yield _lift(e, names)
+        return bindings + bb, b
     if isinstance(e, (Gen, Sum)):
-        bindings, body = _lift(e.body)
+        bindings, body = yield _lift(e.body, names)
         i, n = e.index, e.extent
         bindings, body = _wrap_bindings(bindings, body, lambda v: Gen(i, n, v), lambda var: Access(var, index(i)),
                                         lambda v: i in v.free_indices)
@@ -147,7 +154,7 @@ def _lift(e: Expr) -> tuple[list[Binding], Expr]:
         operand_bindings: list[Binding] = []
         operands: dict[int, Expr] = {}
         for x in pred_children_exprs(e.pred):
-            bx, cx = _lift(x)
+            bx, cx = yield _lift(x, names)
             operand_bindings += bx
             if has_arithmetic(cx):  # computed once: the duplicated predicate then only reads it
                 name = fresh("c")
@@ -160,17 +167,17 @@ def _lift(e: Expr) -> tuple[list[Binding], Expr]:
         ob, pred_core = _wrap_bindings(operand_bindings, Bracket(pred, Const(1.0)), lambda v: Bracket(guard, v),
                                        lambda var: var, lambda v: True)
         assert isinstance(pred_core, Bracket)
-        bindings, body = _lift(e.body)
+        bindings, body = yield _lift(e.body, names)
         bindings, body = _wrap_bindings(bindings, body, lambda v: Bracket(pred_core.pred, v), lambda var: var,
                                         lambda v: True)
         return ob + bindings, Bracket(pred_core.pred, body)
     if isinstance(e, Access):
-        bindings, target = _lift(e.target)
+        bindings, target = yield _lift(e.target, names)
         return bindings, Access(target, e.idx)
     bindings = []
     children = []
     for c in e.children:
-        bc, cc = _lift(c)
+        bc, cc = yield _lift(c, names)
         bindings += bc
         children.append(cc)
     return bindings, e.rebuild(tuple(children))
@@ -183,19 +190,14 @@ def pair_eliminate(e: Expr) -> Expr:
     """Split pair-valued bindings and cancel projections (§5.2); the program is let-lifted first."""
     bindings, core = bindings_of(let_lift(e))
     out: list[Binding] = []
-    renamed: list[tuple[str, Expr]] = []
+    renamed: dict[str, Expr] = {}
     for name, value in bindings:
-        for old, repl in renamed:
-            value = substitute_var(value, old, repl)
-        value = _push_pairs(value)
+        value = _push_pairs(substitute_vars(value, renamed))
         if isinstance(value.type, PairType):
-            parts = _split(name, value, out)
-            renamed.append((name, parts))
+            renamed[name] = _split(name, value, out)
         else:
             out.append((name, value))
-    for old, repl in renamed:
-        core = substitute_var(core, old, repl)
-    return let_chain(out, _push_pairs(core))
+    return let_chain(out, _push_pairs(substitute_vars(core, renamed)))
 
 
 def _split(name: str, value: Expr, out: list[Binding]) -> Expr:
@@ -209,29 +211,37 @@ def _split(name: str, value: Expr, out: list[Binding]) -> Expr:
 
 def _push_pairs(e: Expr) -> Expr:
     """Distribute ⊞, reads and brackets over pairs and cancel ``π(a, b)`` (bottom-up)."""
+    return drive(_push_pairs_step(e))
+
+
+def _push_pairs_step(e: Expr) -> Step:
     if not e.children and not isinstance(e, Bracket):
         return e
     if isinstance(e, Bracket):
         pred = map_pred(e.pred, lambda c: c, _push_pairs)
-        body = _push_pairs(e.body)
+        body = yield _push_pairs_step(e.body)
         if isinstance(body, Pair):
-            return Pair(_push_pairs(Bracket(pred, body.a)), _push_pairs(Bracket(pred, body.b)))
+            return Pair((yield _push_pairs_step(Bracket(pred, body.a))), (yield _push_pairs_step(Bracket(pred, body.b))))
         return Bracket(pred, body)
-    children = tuple(_push_pairs(c) for c in e.children)
-    e = e.rebuild(children)
+    children = []
+    for c in e.children:
+        children.append((yield _push_pairs_step(c)))
+    e = e.rebuild(tuple(children))
     if isinstance(e, Proj) and isinstance(e.arg, Pair):
         return e.arg.a if e.which == 0 else e.arg.b
     if isinstance(e, Gen) and isinstance(e.body, Pair):
-        return Pair(_push_pairs(Gen(e.index, e.extent, e.body.a)), _push_pairs(Gen(e.index, e.extent, e.body.b)))
+        return Pair((yield _push_pairs_step(Gen(e.index, e.extent, e.body.a))),
+                    (yield _push_pairs_step(Gen(e.index, e.extent, e.body.b))))
     if isinstance(e, Access) and isinstance(e.target, Pair):
-        return Pair(_push_pairs(Access(e.target.a, e.idx)), _push_pairs(Access(e.target.b, e.idx)))
+        return Pair((yield _push_pairs_step(Access(e.target.a, e.idx))),
+                    (yield _push_pairs_step(Access(e.target.b, e.idx))))
     if isinstance(e, Proj) and isinstance(e.arg, (Gen, Access, Bracket)):
         inner = e.arg
         if isinstance(inner, Gen):
-            return _push_pairs(Gen(inner.index, inner.extent, Proj(e.which, inner.body)))
+            return (yield _push_pairs_step(Gen(inner.index, inner.extent, Proj(e.which, inner.body))))
         if isinstance(inner, Access):
-            return _push_pairs(Access(Proj(e.which, inner.target), inner.idx))
-        return _push_pairs(Bracket(inner.pred, Proj(e.which, inner.body)))
+            return (yield _push_pairs_step(Access(Proj(e.which, inner.target), inner.idx)))
+        return (yield _push_pairs_step(Bracket(inner.pred, Proj(e.which, inner.body))))
     return e
 
 
@@ -245,29 +255,37 @@ def gen_pushout(e: Expr) -> Expr:
 
 
 def _pushout(e: Expr) -> Expr:
+    """``e`` with reads of generated tensors substituted and brackets moved inside ⊞."""
+    return drive(_pushout_step(e))
+
+
+def _pushout_step(e: Expr) -> Step:
     if isinstance(e, Bracket):
         pred = map_pred(e.pred, lambda c: c, _pushout)
-        body = _pushout(e.body)
+        body = yield _pushout_step(e.body)
         if isinstance(body, Gen):  # [p]·⊞_i b = ⊞_i [p]·b (i renamed if p mentions it)
             i, inner = body.index, body.body
             if i in pred_indices(pred):
                 new = fresh(i)
                 inner = substitute_indices(inner, {i: index(new)})
                 i = new
-            return Gen(i, body.extent, _pushout(Bracket(pred, inner)))
+            return Gen(i, body.extent, (yield _pushout_step(Bracket(pred, inner))))
         if isinstance(body, Pair):
-            return Pair(_pushout(Bracket(pred, body.a)), _pushout(Bracket(pred, body.b)))
+            return Pair((yield _pushout_step(Bracket(pred, body.a))), (yield _pushout_step(Bracket(pred, body.b))))
         return Bracket(pred, body)
     if isinstance(e, Access):
-        target = _pushout(e.target)
+        target = yield _pushout_step(e.target)
         if isinstance(target, Gen):  # (⊞_i b)[a] = b[i := a]
-            return _pushout(substitute_indices(target.body, {target.index: e.idx}))
+            return (yield _pushout_step(substitute_indices(target.body, {target.index: e.idx})))
         if isinstance(target, Bracket):
-            return _pushout(Bracket(target.pred, Access(target.body, e.idx)))
+            return (yield _pushout_step(Bracket(target.pred, Access(target.body, e.idx))))
         return Access(target, e.idx)
     if not e.children:
         return e
-    return e.rebuild(tuple(_pushout(c) for c in e.children))
+    children = []
+    for c in e.children:
+        children.append((yield _pushout_step(c)))
+    return e.rebuild(tuple(children))
 
 
 # ----------------------------------------------------------------------------- tensor SSA
@@ -313,50 +331,53 @@ def _is_atom(e: Expr) -> bool:
 
 
 class _Converter:
+    """Tensor SSA conversion; its methods are steps of :func:`~jacacc.iverson._stack.drive`
+    (operands nest as deep as the program)."""
+
     def __init__(self, ssa: _SSA) -> None:
         self.ssa = ssa
 
-    def atom(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+    def atom(self, e: Expr, scope: Scope, guard: Pred | None) -> Step:
         """``e`` as an atom: itself when it is one, else a read of a new binding over ``scope``."""
         if _is_atom(e):
             return e
         if isinstance(e, Bracket) and _is_atom(e.body) and not pred_children_exprs(e.pred):
             return e
-        rhs = self.primitive(e, scope, guard)
+        rhs = yield self.primitive(e, scope, guard)
         if guard is not None:
             rhs = Bracket(guard, rhs)
         return read_at(self.ssa.bind(_gen_over(scope, rhs)), scope)
 
-    def primitive(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+    def primitive(self, e: Expr, scope: Scope, guard: Pred | None) -> Step:
         """``e`` as one primitive whose operands are atoms (new bindings for compound operands)."""
         if _is_atom(e):
             return e
         if isinstance(e, Add):
-            return Add(self.addend(e.a, scope, guard), self.addend(e.b, scope, guard))
+            return Add((yield self.addend(e.a, scope, guard)), (yield self.addend(e.b, scope, guard)))
         if isinstance(e, Mul):
-            return Mul(self.atom(e.a, scope, guard), self.atom(e.b, scope, guard))
+            return Mul((yield self.atom(e.a, scope, guard)), (yield self.atom(e.b, scope, guard)))
         if isinstance(e, Func):
-            return Func(e.name, self.atom(e.arg, scope, guard))
+            return Func(e.name, (yield self.atom(e.arg, scope, guard)))
         if isinstance(e, Bracket):
             pred = self.predicate(e.pred, scope, guard)
-            return Bracket(pred, self.primitive(e.body, scope, _and(guard, pred)))
+            return Bracket(pred, (yield self.primitive(e.body, scope, _and(guard, pred))))
         if isinstance(e, Sum):
-            return self.contraction(e, scope, guard)
+            return (yield self.contraction(e, scope, guard))
         raise AssertionError(f"not in gen-pushout form: {type(e).__name__}")  # pragma: no cover
 
-    def addend(self, e: Expr, scope: Scope, guard: Pred | None) -> Expr:
+    def addend(self, e: Expr, scope: Scope, guard: Pred | None) -> Step:
         # keep the tree of additions and the brackets immediately under them (the cost model sees them)
         if isinstance(e, Add):
-            return Add(self.addend(e.a, scope, guard), self.addend(e.b, scope, guard))
+            return Add((yield self.addend(e.a, scope, guard)), (yield self.addend(e.b, scope, guard)))
         if isinstance(e, Bracket):
             pred = self.predicate(e.pred, scope, guard)
-            return Bracket(pred, self.addend(e.body, scope, _and(guard, pred)))
-        return self.atom(e, scope, guard)
+            return Bracket(pred, (yield self.addend(e.body, scope, _and(guard, pred))))
+        return (yield self.atom(e, scope, guard))
 
     def predicate(self, p: Pred, scope: Scope, guard: Pred | None) -> Pred:
-        return map_pred(p, lambda c: c, lambda x: self.atom(x, scope, guard))
+        return map_pred(p, lambda c: c, lambda x: drive(self.atom(x, scope, guard)))
 
-    def contraction(self, e: Sum, scope: Scope, guard: Pred | None) -> Expr:
+    def contraction(self, e: Sum, scope: Scope, guard: Pred | None) -> Step:
         binders: list[tuple[str, int]] = []
         inner: Expr = e
         inner_scope = scope
@@ -371,9 +392,9 @@ class _Converter:
             inner = inner.body
         g = _and(guard, pred)
         if isinstance(inner, Mul):
-            term: Expr = Mul(self.atom(inner.a, inner_scope, g), self.atom(inner.b, inner_scope, g))
+            term: Expr = Mul((yield self.atom(inner.a, inner_scope, g)), (yield self.atom(inner.b, inner_scope, g)))
         else:
-            term = self.atom(inner, inner_scope, g)
+            term = yield self.atom(inner, inner_scope, g)
         if pred is not None:
             term = Bracket(pred, term)
         for name, n in reversed(binders):
@@ -397,7 +418,7 @@ class _Converter:
             name = fresh("i")
             scope = scope + ((name, body.type[0]),)
             body = _pushout(Access(body, index(name)))
-        rhs = self.primitive(body, scope, None)
+        rhs = drive(self.primitive(body, scope, None))
         return self.ssa.bind(_gen_over(scope, rhs), base)
 
 
@@ -413,12 +434,10 @@ def tensor_ssa(e: Expr) -> Expr:
     """Convert to tensor SSA form (§5.4): every binding one primitive over atoms, bound once."""
     pending, core = bindings_of(gen_pushout(e))
     conv = _Converter(_SSA())
-    while pending:
-        (name, value), pending = pending[0], pending[1:]
-        atom = conv.binding(value, "t")
-        pending = [(n, substitute_var(v, name, atom)) for n, v in pending]
-        core = substitute_var(core, name, atom)
-    out = conv.binding(core, "t")
+    atoms: dict[str, Expr] = {}  # binding name -> its atom, substituted into each later value once
+    for name, value in pending:
+        atoms[name] = conv.binding(substitute_vars(value, atoms), "t")
+    out = conv.binding(substitute_vars(core, atoms), "t")
     return let_chain(conv.ssa.bindings, out)
 
 

@@ -13,6 +13,7 @@ y[0] / y[1]
 
 from __future__ import annotations
 
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.syntax import (
     Access,
     Add,
@@ -40,11 +41,11 @@ def number_text(v: float) -> str:
 
 def to_text(e: Expr) -> str:
     """``e`` in the paper's notation (lets one per line)."""
-    return _text(e)[0]
+    return drive(_text(e))[0]
 
 
-def _wrap(e: Expr, level: int) -> str:
-    text, own = _text(e)
+def _wrap(e: Expr, level: int) -> Step:
+    text, own = yield _text(e)
     return f"({text})" if own < level else text
 
 
@@ -52,29 +53,31 @@ def _is_negation(e: Expr) -> bool:
     return isinstance(e, Mul) and isinstance(e.a, Const) and e.a.value == -1.0
 
 
-def _text(e: Expr) -> tuple[str, int]:
+def _text(e: Expr) -> Step:
+    """(text, precedence) of ``e``; a step of :func:`~jacacc.iverson._stack.drive` (programs may be
+    deeper than Python's recursion limit)."""
     if isinstance(e, Var):
         return e.name, ATOM
     if isinstance(e, Const):
         return (number_text(e.value), ATOM) if e.value >= 0 else (f"-{number_text(-e.value)}", UNARY)
     if isinstance(e, Add):
         if _is_negation(e.b):
-            return f"{_wrap(e.a, ADD)} - {_wrap(e.b.b, MUL)}", ADD
-        return f"{_wrap(e.a, ADD)} + {_wrap(e.b, ADD + 1)}", ADD
+            return f"{(yield _wrap(e.a, ADD))} - {(yield _wrap(e.b.b, MUL))}", ADD
+        return f"{(yield _wrap(e.a, ADD))} + {(yield _wrap(e.b, ADD + 1))}", ADD
     if isinstance(e, Mul):
         if _is_negation(e):
-            return f"-{_wrap(e.b, UNARY)}", UNARY
+            return f"-{(yield _wrap(e.b, UNARY))}", UNARY
         if isinstance(e.b, Func) and e.b.name == "recip":
-            return f"{_wrap(e.a, MUL)} / {_wrap(e.b.arg, MUL + 1)}", MUL
-        return f"{_wrap(e.a, MUL)} · {_wrap(e.b, MUL + 1)}", MUL
+            return f"{(yield _wrap(e.a, MUL))} / {(yield _wrap(e.b.arg, MUL + 1))}", MUL
+        return f"{(yield _wrap(e.a, MUL))} · {(yield _wrap(e.b, MUL + 1))}", MUL
     if isinstance(e, Func):
         if e.name == "recip":
-            return f"1 / {_wrap(e.arg, MUL + 1)}", MUL
-        return f"{e.name}({_text(e.arg)[0]})", ATOM
+            return f"1 / {(yield _wrap(e.arg, MUL + 1))}", MUL
+        return f"{e.name}({(yield _text(e.arg))[0]})", ATOM
     if isinstance(e, Gen):
-        return f"⊞_{{{e.index}<{e.extent}}} {_text(e.body)[0]}", PREFIX
+        return f"⊞_{{{e.index}<{e.extent}}} {(yield _text(e.body))[0]}", PREFIX
     if isinstance(e, Sum):
-        return f"Σ_{{{e.index}<{e.extent}}} {_text(e.body)[0]}", PREFIX
+        return f"Σ_{{{e.index}<{e.extent}}} {(yield _text(e.body))[0]}", PREFIX
     if isinstance(e, Access):
         indices = [e.idx]
         target = e.target
@@ -82,15 +85,20 @@ def _text(e: Expr) -> tuple[str, int]:
             indices.append(target.idx)
             target = target.target
         inner = ", ".join(str(a) for a in reversed(indices))
-        return f"{_wrap(target, ATOM)}[{inner}]", ATOM
+        return f"{(yield _wrap(target, ATOM))}[{inner}]", ATOM
     if isinstance(e, Bracket):
         if isinstance(e.body, Const) and e.body.value == 1.0:
             return f"[{e.pred}]", ATOM
-        return f"[{e.pred}]·{_wrap(e.body, UNARY)}", PREFIX
+        return f"[{e.pred}]·{(yield _wrap(e.body, UNARY))}", PREFIX
     if isinstance(e, Let):
-        return f"let {e.name} = {_text(e.value)[0]} in\n{_text(e.body)[0]}", PREFIX
+        lines = []
+        while isinstance(e, Let):  # a let chain is a loop: one line per binding
+            lines.append(f"let {e.name} = {(yield _text(e.value))[0]} in")
+            e = e.body
+        lines.append((yield _text(e))[0])
+        return "\n".join(lines), PREFIX
     if isinstance(e, Pair):
-        return f"({_text(e.a)[0]}, {_text(e.b)[0]})", ATOM
+        return f"({(yield _text(e.a))[0]}, {(yield _text(e.b))[0]})", ATOM
     if isinstance(e, Proj):
-        return f"π{'₁' if e.which == 0 else '₂'}({_text(e.arg)[0]})", ATOM
+        return f"π{'₁' if e.which == 0 else '₂'}({(yield _text(e.arg))[0]})", ATOM
     raise TypeError(f"cannot print {type(e).__name__}")  # pragma: no cover - every node kind is above

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jacacc.intlin import integer_feasible, smith_normal_form
+from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import case_constraints, check
 from jacacc.iverson.cost import has_arithmetic
 from jacacc.iverson.interpret import COMPARE
@@ -56,6 +57,7 @@ from jacacc.iverson.syntax import (
     Expr,
     Func,
     Gen,
+    Key,
     Let,
     Mul,
     Or,
@@ -93,13 +95,16 @@ def zero_of(t: Type) -> Expr:
 
 def is_zero(e: Expr) -> bool:
     """Whether ``e`` is syntactically a zero (``0``, ``⊞ 0``, ``[p]·0``, a pair of zeros)."""
-    if isinstance(e, Const):
-        return e.value == 0.0
-    if isinstance(e, (Gen, Bracket)):
-        return is_zero(e.body)
-    if isinstance(e, Pair):
-        return is_zero(e.a) and is_zero(e.b)
-    return False
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, (Gen, Bracket)):
+            node = node.body
+        if isinstance(node, Pair):
+            stack += [node.a, node.b]
+        elif not (isinstance(node, Const) and node.value == 0.0):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -135,24 +140,31 @@ def hoist_invariants(e: Expr) -> Expr:
     instead of ``n`` times.  Never increases cost: the hoisted value was computed
     at least once (its guards are satisfiable after simplification).
     """
+    return drive(_hoist(e))
+
+
+def _hoist(e: Expr) -> Step:
     if isinstance(e, (Gen, Sum)):
-        found: dict[tuple, tuple[str, Expr]] = {}
-        body = _replace_invariants(e.body, found, frozenset())
+        found: dict[Key, tuple[str, Expr]] = {}
+        body = yield _replace_invariants(e.body, found, frozenset())
         if not found:
             return e
         out: Expr = type(e)(e.index, e.extent, body)
         for name, value in reversed(list(found.values())):
-            out = Let(name, hoist_invariants(value), out)
+            out = Let(name, (yield _hoist(value)), out)
         return out
     if isinstance(e, Bracket):
         pred = map_pred(e.pred, lambda c: c, hoist_invariants)
-        return Bracket(pred, hoist_invariants(e.body))
+        return Bracket(pred, (yield _hoist(e.body)))
     if not e.children:
         return e
-    return e.rebuild(tuple(hoist_invariants(c) for c in e.children))
+    children = []
+    for c in e.children:
+        children.append((yield _hoist(c)))
+    return e.rebuild(tuple(children))
 
 
-def _replace_invariants(e: Expr, found: dict[tuple, tuple[str, Expr]], inner_lets: frozenset[str]) -> Expr:
+def _replace_invariants(e: Expr, found: dict[Key, tuple[str, Expr]], inner_lets: frozenset[str]) -> Step:
     if (not e.free_indices and has_arithmetic(e) and not (set(e.free_vars) & inner_lets)
             and not isinstance(e, (Var, Const))):
         key = e.key
@@ -160,14 +172,17 @@ def _replace_invariants(e: Expr, found: dict[tuple, tuple[str, Expr]], inner_let
             found[key] = (fresh("h"), e)
         return Var(found[key][0], e.type)
     if isinstance(e, Let):
-        value = _replace_invariants(e.value, found, inner_lets)
-        return Let(e.name, value, _replace_invariants(e.body, found, inner_lets | {e.name}))
+        value = yield _replace_invariants(e.value, found, inner_lets)
+        return Let(e.name, value, (yield _replace_invariants(e.body, found, inner_lets | {e.name})))
     if isinstance(e, Bracket):
-        pred = map_pred(e.pred, lambda c: c, lambda x: _replace_invariants(x, found, inner_lets))
-        return Bracket(pred, _replace_invariants(e.body, found, inner_lets))
+        pred = map_pred(e.pred, lambda c: c, lambda x: drive(_replace_invariants(x, found, inner_lets)))
+        return Bracket(pred, (yield _replace_invariants(e.body, found, inner_lets)))
     if not e.children:
         return e
-    return e.rebuild(tuple(_replace_invariants(c, found, inner_lets) for c in e.children))
+    children = []
+    for c in e.children:
+        children.append((yield _replace_invariants(c, found, inner_lets)))
+    return e.rebuild(tuple(children))
 
 
 INDEX_NAMES = ("i", "j", "k", "l", "m", "p", "q", "r", "s", "u", "v", "w")
@@ -176,17 +191,24 @@ INDEX_NAMES = ("i", "j", "k", "l", "m", "p", "q", "r", "s", "u", "v", "w")
 def canonical_indices(e: Expr, outer: tuple[str, ...] = ()) -> Expr:
     """Rename ⊞/Σ binders to ``i, j, k, …`` by nesting depth (§5.4's canonical naming), never to a
     name an enclosing binder uses."""
+    return drive(_canonical(e, outer))
+
+
+def _canonical(e: Expr, outer: tuple[str, ...]) -> Step:
     if isinstance(e, (Gen, Sum)):
         taken = set(outer) | (e.body.free_indices - {e.index})
         name = next((n for n in INDEX_NAMES if n not in taken), None) or fresh("i")
         body = substitute_indices(e.body, {e.index: index(name)}) if name != e.index else e.body
-        return type(e)(name, e.extent, canonical_indices(body, outer + (name,)))
+        return type(e)(name, e.extent, (yield _canonical(body, outer + (name,))))
     if isinstance(e, Bracket):
         pred = map_pred(e.pred, lambda c: c, lambda x: canonical_indices(x, outer))
-        return Bracket(pred, canonical_indices(e.body, outer))
+        return Bracket(pred, (yield _canonical(e.body, outer)))
     if not e.children:
         return e
-    return e.rebuild(tuple(canonical_indices(c, outer) for c in e.children))
+    children = []
+    for c in e.children:
+        children.append((yield _canonical(c, outer)))
+    return e.rebuild(tuple(children))
 
 
 # ----------------------------------------------------------------------------- predicates
@@ -339,14 +361,20 @@ def _guard(pred: Pred, body: Expr) -> Expr:
 
 
 def _simp(e: Expr, ctx: _Ctx) -> Expr:
+    return drive(_simp_step(e, ctx))
+
+
+def _simp_step(e: Expr, ctx: _Ctx) -> Step:
+    """``e`` simplified in context; a step of :func:`~jacacc.iverson._stack.drive` (programs and
+    their let chains nest deeper than Python's recursion limit)."""
     if isinstance(e, (Var, Const)):
         return e
     if isinstance(e, Add):
-        return _plus(_simp(e.a, ctx), _simp(e.b, ctx))
+        return _plus((yield _simp_step(e.a, ctx)), (yield _simp_step(e.b, ctx)))
     if isinstance(e, Mul):
-        return _times(_simp(e.a, ctx), _simp(e.b, ctx))
+        return _times((yield _simp_step(e.a, ctx)), (yield _simp_step(e.b, ctx)))
     if isinstance(e, Func):
-        arg = _simp(e.arg, ctx)
+        arg = yield _simp_step(e.arg, ctx)
         if isinstance(arg, Const):
             with np.errstate(all="ignore"):
                 value = float(FUNCTIONS[e.name](arg.value))
@@ -354,37 +382,37 @@ def _simp(e: Expr, ctx: _Ctx) -> Expr:
                 return Const(value)
         return Func(e.name, arg)
     if isinstance(e, Access):
-        target = _simp(e.target, ctx)
+        target = yield _simp_step(e.target, ctx)
         if isinstance(target, Gen):
-            return _simp(substitute_indices(target.body, {target.index: e.idx}), ctx)
+            return (yield _simp_step(substitute_indices(target.body, {target.index: e.idx}), ctx))
         if isinstance(target, Bracket):
-            return _simp(Bracket(target.pred, Access(target.body, e.idx)), ctx)
+            return (yield _simp_step(Bracket(target.pred, Access(target.body, e.idx)), ctx))
         if isinstance(target, Pair):
-            return _simp(Pair(Access(target.a, e.idx), Access(target.b, e.idx)), ctx)
+            return (yield _simp_step(Pair(Access(target.a, e.idx), Access(target.b, e.idx)), ctx))
         return Access(target, e.idx)
     if isinstance(e, Bracket):
-        return _simp_bracket(e, ctx)
+        return (yield _simp_bracket(e, ctx))
     if isinstance(e, Gen):
         i, body = unshadowed(e, ctx.names)
-        return Gen(i, e.extent, _simp(body, ctx.bind(i, e.extent)))
+        return Gen(i, e.extent, (yield _simp_step(body, ctx.bind(i, e.extent))))
     if isinstance(e, Sum):
-        return _simp_sum(e, ctx)
+        return (yield _simp_sum(e, ctx))
     if isinstance(e, Let):
-        value = _simp(e.value, ctx)
+        value = yield _simp_step(e.value, ctx)
         if isinstance(value, Let):  # let x = (let h = v in b) in c  ⇒  let h = v in let x = b in c
-            return _simp(Let(value.name, value.value, Let(e.name, value.body, e.body)), ctx)
+            return (yield _simp_step(Let(value.name, value.value, Let(e.name, value.body, e.body)), ctx))
         if _is_copy(value):  # an alias, a constant or a (bracketed) copy: read it in place, fold what follows
-            return _simp(substitute_var(e.body, e.name, value), ctx)
-        body = _simp(e.body, ctx)
+            return (yield _simp_step(substitute_var(e.body, e.name, value), ctx))
+        body = yield _simp_step(e.body, ctx)
         if e.name not in body.free_vars:
             return body
         if isinstance(body, Var):  # let x = v in x
             return value
         return Let(e.name, value, body)
     if isinstance(e, Pair):
-        return Pair(_simp(e.a, ctx), _simp(e.b, ctx))
+        return Pair((yield _simp_step(e.a, ctx)), (yield _simp_step(e.b, ctx)))
     if isinstance(e, Proj):
-        arg = _simp(e.arg, ctx)
+        arg = yield _simp_step(e.arg, ctx)
         if isinstance(arg, Pair):
             return arg.a if e.which == 0 else arg.b
         return Proj(e.which, arg)
@@ -403,16 +431,16 @@ def _is_copy(value: Expr) -> bool:
     return isinstance(value, (Var, Const))
 
 
-def _simp_bracket(e: Bracket, ctx: _Ctx) -> Expr:
+def _simp_bracket(e: Bracket, ctx: _Ctx) -> Step:
     pred = _simp_pred(e.pred, ctx)
     if isinstance(pred, BoolConst):
-        return _simp(e.body, ctx) if pred.value else zero_of(e.type)
+        return (yield _simp_step(e.body, ctx)) if pred.value else zero_of(e.type)
     atoms = tuple(a for a in conjuncts(pred) if isinstance(a, Cmp))
-    body = _simp(e.body, ctx.assume(atoms))
+    body = yield _simp_step(e.body, ctx.assume(atoms))
     return _guard(pred, body)
 
 
-def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
+def _simp_sum(e: Sum, ctx: _Ctx) -> Step:
     binders: list[tuple[str, int]] = []
     inner: Expr = e
     inner_ctx = ctx
@@ -421,7 +449,7 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
         binders.append((i, inner.extent))
         inner_ctx = inner_ctx.bind(i, inner.extent)
         inner = body
-    inner = _simp(inner, inner_ctx)
+    inner = yield _simp_step(inner, inner_ctx)
     while True:
         step = _eliminate_one(binders, inner) or _eliminate_system(binders, inner)
         if step is None:
@@ -430,7 +458,7 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
         inner_ctx = ctx
         for i, n in binders:
             inner_ctx = inner_ctx.bind(i, n)
-        inner = _simp(inner, inner_ctx)
+        inner = yield _simp_step(inner, inner_ctx)
     if is_zero(inner):
         return Const(0.0)
     # indices the body does not read: Σ_i e = n·e (n - 1 additions become one multiplication)
@@ -450,7 +478,7 @@ def _simp_sum(e: Sum, ctx: _Ctx) -> Expr:
                 rest = b
                 for i, n in reversed(kept):
                     rest = Sum(i, n, rest)
-                return _times(a, _simp_sum(rest, ctx))
+                return _times(a, (yield _simp_sum(rest, ctx)))
     # comparisons that no remaining summation index appears in guard the whole sum
     outside: list[Pred] = []
     if kept and isinstance(out, Bracket):

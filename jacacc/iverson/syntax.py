@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 import numbers
+import weakref
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,8 @@ __all__ = [
     "recip", "relu", "same", "sin", "sqrt", "sum", "tanh", "var",
 ]
 
-from jacacc.errors import JacaccError
+from jacacc.errors import DTypeError, JacaccError
+from jacacc.iverson._stack import Step, drive
 
 
 class IvTypeError(JacaccError, TypeError):
@@ -548,6 +550,55 @@ FUNCTIONS: dict[str, Callable[[float], float]] = {
 }
 
 
+class Key:
+    """The structural identity of a program (:attr:`Expr.key`): one object per distinct live
+    program, compared by identity."""
+
+    __slots__ = ("__weakref__",)
+
+    def __repr__(self) -> str:
+        return f"<Key {id(self):#x}>"
+
+
+# key contents -> its Key; weak, so the table holds only the keys of programs still alive
+_KEYS: weakref.WeakValueDictionary[tuple, Key] = weakref.WeakValueDictionary()
+
+
+def _token(contents: tuple) -> Key:
+    """The one :class:`Key` of ``contents`` (a shallow tuple naming child keys)."""
+    found = _KEYS.get(contents)
+    if found is None:
+        found = Key()
+        _KEYS[contents] = found
+    return found
+
+
+def _operands(node: Expr) -> list[Expr]:
+    """The expressions a node's key and free names are made of: its children and, for a
+    bracket, the operands of its data comparisons."""
+    if isinstance(node, Bracket):
+        return list(node.children) + pred_children_exprs(node.pred)
+    return list(node.children)
+
+
+def _fill(root: Expr, slot: str, compute: Callable[[Expr], Any]) -> None:
+    """Compute the cached attribute ``slot`` for ``root`` and every descendant lacking it, children
+    first, with an explicit stack (a property computed recursively would exceed Python's recursion
+    limit on programs thousands of nodes deep)."""
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:  # its operands are done
+            object.__setattr__(node, slot, compute(node))
+            continue
+        if id(node) in seen or getattr(node, slot, None) is not None:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in _operands(node))
+
+
 class Expr:
     """Base class of expressions: immutable nodes with a :attr:`type`.
 
@@ -567,12 +618,17 @@ class Expr:
 
     # --- structure
     @property
-    def key(self) -> tuple:
-        """Structural identity: two nodes with equal keys are the same program."""
+    def key(self) -> Key:
+        """Structural identity: two live nodes have the same (``is``-identical) key exactly when
+        they are the same program.
+
+        Keys are hash-consed (:func:`_token`): a node's key names its children's keys, not their
+        contents, so comparing and hashing keys is constant-time however deep the program is.
+        """
         k = getattr(self, "_key", None)
         if k is None:
-            k = self._make_key()
-            object.__setattr__(self, "_key", k)
+            _fill(self, "_key", lambda node: _token(node._make_key()))
+            k = self._key
         return k
 
     def _make_key(self) -> tuple:  # pragma: no cover - abstract
@@ -583,8 +639,8 @@ class Expr:
         """Index variables read and not bound inside this expression."""
         f = getattr(self, "_free_indices", None)
         if f is None:
-            f = self._compute_free_indices()
-            object.__setattr__(self, "_free_indices", f)
+            _fill(self, "_free_indices", lambda node: node._compute_free_indices())
+            f = self._free_indices
         return f
 
     def _compute_free_indices(self) -> frozenset[str]:
@@ -598,8 +654,8 @@ class Expr:
         """Tensor variables read and not bound by a ``let`` inside: name → type."""
         f = getattr(self, "_free_vars", None)
         if f is None:
-            f = self._compute_free_vars()
-            object.__setattr__(self, "_free_vars", f)
+            _fill(self, "_free_vars", lambda node: node._compute_free_vars())
+            f = self._free_vars
         return f
 
     def _compute_free_vars(self) -> dict[str, Type]:
@@ -696,11 +752,16 @@ class Expr:
 
 
 def _merge_vars(out: dict[str, Type], more: Mapping[str, Type], where: Expr) -> None:
-    for name, t in more.items():
-        if name in out and out[name] != t:
-            raise IvTypeError(f"variable {name!r} is used with types {type_text(out[name])} and {type_text(t)} "
+    # conflicts are looked for on the smaller side and the merge is one dict update: the free
+    # variables of a long let chain are many, and a merge per node must not walk them in Python
+    small, large = (more, out) if len(more) <= len(out) else (out, more)
+    for name, t in small.items():
+        u = large.get(name)
+        if u is not None and u != t:
+            first, second = (out[name], more[name])
+            raise IvTypeError(f"variable {name!r} is used with types {type_text(first)} and {type_text(second)} "
                               f"(in {where})")
-        out[name] = t
+    out.update(more)
 
 
 def same(a: Expr | Pred | Affine, b: Expr | Pred | Affine) -> bool:
@@ -714,14 +775,26 @@ def as_expr(x: Any) -> Expr:
         return x
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return Const(float(x))
-    if isinstance(x, np.ndarray) and x.ndim == 0:
-        return Const(float(x))
+    if isinstance(x, (np.ndarray, np.generic, numbers.Complex)) and np.ndim(x) == 0:
+        return Const(real_number(x, "a constant"))  # refuses complex and non-numeric NumPy scalars
     if isinstance(x, Affine):
         raise IvTypeError(f"the index expression {x} cannot be used as a scalar value; use a bracket "
                           f"(e.g. iv.bracket({x} == 0))")
     if isinstance(x, Pred):
         raise IvTypeError(f"the predicate {x} is not a value; wrap it in iv.bracket(...)")
     raise IvTypeError(f"expected an expression or a number, got {type(x).__name__} {x!r}")
+
+
+def real_number(value: Any, what: str) -> float:
+    """``value`` as a float, or a :class:`~jacacc.errors.DTypeError` naming it: complex numbers,
+    strings and other non-real values are refused (``float('1.5')`` or dropping an imaginary
+    part would silently compute something else)."""
+    item = value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    if isinstance(item, (numbers.Real, np.bool_)) or (isinstance(item, np.generic) and item.dtype.kind in "fiub"):
+        return float(item)
+    if isinstance(item, (numbers.Complex, np.complexfloating)):
+        raise DTypeError(f"{what} must be a real number, got the complex number {value!r}")
+    raise DTypeError(f"{what} must be a real number, got {type(value).__name__} {value!r}")
 
 
 def _require_scalar(e: Expr, construct: str) -> None:
@@ -755,9 +828,12 @@ class Var(Expr):
             t: Type = shape
         else:
             try:
-                t = tuple(int(s) for s in shape)
+                t = tuple(shape)
             except TypeError:
                 raise IvTypeError(f"the shape of {name!r} must be a tuple of ints, got {shape!r}") from None
+            if not all(_is_int(s) for s in t):  # int(2.5) would silently truncate, int('a') fail obscurely
+                raise IvTypeError(f"the shape of {name!r} must be a tuple of ints, got {shape!r}")
+            t = tuple(int(s) for s in t)
             if any(s <= 0 for s in t):
                 raise IvTypeError(f"the shape of {name!r} must have positive extents, got {t}")
         self._init(t)
@@ -781,7 +857,7 @@ class Const(Expr):
     __slots__ = ("value",)
 
     def __init__(self, value: float) -> None:
-        v = float(value)
+        v = real_number(value, "a constant")
         if not np.isfinite(v):
             raise IvTypeError(f"constants must be finite, got {value!r}")
         object.__setattr__(self, "value", v)
@@ -1003,8 +1079,12 @@ class Let(Expr):
         return (self.value, self.body)
 
     def _compute_free_vars(self) -> dict[str, Type]:
-        out = dict(self.value.free_vars)
-        _merge_vars(out, {n: t for n, t in self.body.free_vars.items() if n != self.name}, self)
+        value, body = self.value.free_vars, self.body.free_vars
+        out = dict(value)
+        if self.name in body:  # the body's reads of the bound name are not free
+            body = dict(body)
+            del body[self.name]
+        _merge_vars(out, body, self)
         return out
 
     def _make_key(self) -> tuple:
@@ -1080,6 +1160,10 @@ def binder_height(e: Expr) -> int:
 
 def substitute_indices(e: Expr, mapping: Mapping[str, Affine]) -> Expr:
     """``e`` with free index variables replaced by affine expressions (capture-avoiding)."""
+    return drive(_substitute_indices(e, mapping))
+
+
+def _substitute_indices(e: Expr, mapping: Mapping[str, Affine]) -> Step:
     mapping = {k: v for k, v in mapping.items() if k in e.free_indices}
     if not mapping:
         return e
@@ -1094,14 +1178,17 @@ def substitute_indices(e: Expr, mapping: Mapping[str, Affine]) -> Expr:
         inner = {k: v for k, v in mapping.items() if k != name}
         if name in incoming:  # rename the binder so it does not capture a substituted name
             new = fresh(name)
-            body = substitute_indices(body, {name: index(new)})
+            body = yield _substitute_indices(body, {name: index(new)})
             name = new
-        return type(e)(name, e.extent, substitute_indices(body, inner))
+        return type(e)(name, e.extent, (yield _substitute_indices(body, inner)))
     if isinstance(e, Access):
-        return Access(substitute_indices(e.target, mapping), e.idx.substitute(mapping))
+        return Access((yield _substitute_indices(e.target, mapping)), e.idx.substitute(mapping))
     if isinstance(e, Bracket):
-        return Bracket(on_pred(e.pred), substitute_indices(e.body, mapping))
-    return e.rebuild(tuple(substitute_indices(c, mapping) for c in e.children))
+        return Bracket(on_pred(e.pred), (yield _substitute_indices(e.body, mapping)))
+    children = []
+    for c in e.children:
+        children.append((yield _substitute_indices(c, mapping)))
+    return e.rebuild(tuple(children))
 
 
 def substitute_var(e: Expr, name: str, value: Expr) -> Expr:
@@ -1111,30 +1198,49 @@ def substitute_var(e: Expr, name: str, value: Expr) -> Expr:
     lifted out of a ``gen`` over ``i``); binders of ``e`` that would capture
     them are renamed.
     """
-    if name not in e.free_vars:
+    return drive(_substitute_vars(e, {name: value}))
+
+
+def substitute_vars(e: Expr, mapping: Mapping[str, Expr]) -> Expr:
+    """``e`` with free reads of each variable of ``mapping`` replaced by its value, simultaneously
+    (capture-avoiding, as :func:`substitute_var`): one pass for many names."""
+    return drive(_substitute_vars(e, mapping))
+
+
+def _substitute_vars(e: Expr, mapping: Mapping[str, Expr]) -> Step:
+    free = e.free_vars
+    if len(free) < len(mapping):  # filter by the smaller side: long let chains carry large mappings
+        mapping = {k: mapping[k] for k in free if k in mapping}
+    else:
+        mapping = {k: v for k, v in mapping.items() if k in free}
+    if not mapping:
         return e
     if isinstance(e, Var):
-        return value
+        return mapping[e.name]
     if isinstance(e, Let):
-        v = substitute_var(e.value, name, value)
-        if e.name == name:
+        v = yield _substitute_vars(e.value, mapping)
+        inner = {k: x for k, x in mapping.items() if k != e.name}
+        if not inner:
             return Let(e.name, v, e.body)
-        if e.name in value.free_vars:
+        if any(e.name in x.free_vars for x in inner.values()):
             new = fresh(e.name)
-            body = substitute_var(e.body, e.name, Var(new, e.value.type))
-            return Let(new, v, substitute_var(body, name, value))
-        return Let(e.name, v, substitute_var(e.body, name, value))
+            body = yield _substitute_vars(e.body, {e.name: Var(new, e.value.type)})
+            return Let(new, v, (yield _substitute_vars(body, inner)))
+        return Let(e.name, v, (yield _substitute_vars(e.body, inner)))
     if isinstance(e, _Binder):
         idx, body = e.index, e.body
-        if idx in value.free_indices:
+        if any(idx in x.free_indices for x in mapping.values()):
             new = fresh(idx)
             body = substitute_indices(body, {idx: index(new)})
             idx = new
-        return type(e)(idx, e.extent, substitute_var(body, name, value))
+        return type(e)(idx, e.extent, (yield _substitute_vars(body, mapping)))
     if isinstance(e, Bracket):
-        pred = map_pred(e.pred, lambda c: c, lambda x: substitute_var(x, name, value))
-        return Bracket(pred, substitute_var(e.body, name, value))
-    return e.rebuild(tuple(substitute_var(c, name, value) for c in e.children))
+        pred = map_pred(e.pred, lambda c: c, lambda x: substitute_vars(x, mapping))
+        return Bracket(pred, (yield _substitute_vars(e.body, mapping)))
+    children = []
+    for c in e.children:
+        children.append((yield _substitute_vars(c, mapping)))
+    return e.rebuild(tuple(children))
 
 
 def unshadowed(binder: Expr, taken: Container[str]) -> tuple[str, Expr]:
@@ -1167,6 +1273,8 @@ def var(name: str, shape: Iterable[int] = ()) -> Var:
 
 
 def const(value: float) -> Const:
+    """The real constant ``value`` (a finite real number; complex and non-numeric values are a
+    :class:`~jacacc.errors.DTypeError`)."""
     return Const(value)
 
 
