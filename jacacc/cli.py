@@ -230,6 +230,10 @@ def _load_function(spec: str):
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise JacaccError(f"cannot import module {module_name!r} (from {spec!r}): {exc}") from None
+    except JacaccError:
+        raise
+    except Exception as exc:  # the module's own code failed: one line, not its traceback
+        raise JacaccError(f"importing module {module_name!r} (from {spec!r}) raised {_describe(exc)}") from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise JacaccError(f"module {module_name!r} has no function {attribute!r}")
@@ -264,7 +268,34 @@ def _load_target(target: str, shape: list[int] | None, *, problems: bool):
 
     from jacacc.jaxpr import from_jax
 
-    return from_jax(_load_function(target), np.ones(tuple(shape)))
+    function = _load_function(target)
+    try:
+        return from_jax(function, np.ones(tuple(shape)))
+    except JacaccError:  # jacacc's own refusals (an unsupported primitive, ...) are one line already
+        raise
+    except Exception as exc:
+        # The user's function failed while JAX traced it: name it and the exception on one
+        # line instead of a traceback through JAX's internals.
+        raise JacaccError(f"function {target!r} raised {_describe(exc)} while being traced at an argument "
+                          f"of shape {tuple(shape)} (call it in Python to see the traceback)") from None
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception, for a one-line error.
+
+    Examples
+    --------
+    >>> _describe(ZeroDivisionError("division by zero"))
+    'ZeroDivisionError: division by zero'
+    >>> _describe(ValueError("shapes differ\\nmore detail"))
+    'ValueError: shapes differ ...'
+    >>> _describe(KeyError())
+    'KeyError'
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {lines[0]}" + (" ..." if len(lines) > 1 else "")
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:

@@ -53,12 +53,11 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.expr import Const, Expr, Var
-from jacacc.graph import CompGraph, real_array, reference_jacobian
+from jacacc.graph import CompGraph, _digraph, _gc_paused, real_array, reference_jacobian
 from jacacc.rules import RULES, Rule, get_rule
 
 __all__ = ["TraceError", "TraceSignatureError", "Traced", "Tracer", "apply_rule", "trace"]
@@ -504,19 +503,22 @@ def trace(f: Callable[..., Any], n_inputs: int, *, unpack: bool | None = None) -
     _check_arity(f, n_inputs if unpack else 1, n_inputs, unpack)
     tape = _Tape(n_inputs)
     inputs = [Tracer(tape, i) for i in range(n_inputs)]
-    try:
-        if unpack:
-            result = f(*inputs)
-        else:
-            x = np.empty(n_inputs, dtype=object)
-            x[:] = inputs
-            result = f(x)
-    finally:
-        # Tracers that escape (globals, closures) must not keep recording.
-        tape.active = False
-    outputs: list[Tracer | float] = []
-    _flatten(result, tape, outputs)
-    return Traced(_build_graph(tape, outputs), fun=f)
+    # The tape and the graph grow by a few objects per operation and free none:
+    # the collector would walk them again and again for no garbage (see _gc_paused).
+    with _gc_paused():
+        try:
+            if unpack:
+                result = f(*inputs)
+            else:
+                x = np.empty(n_inputs, dtype=object)
+                x[:] = inputs
+                result = f(x)
+        finally:
+            # Tracers that escape (globals, closures) must not keep recording.
+            tape.active = False
+        outputs: list[Tracer | float] = []
+        _flatten(result, tape, outputs)
+        return Traced(_build_graph(tape, outputs), fun=f)
 
 
 def _flatten(value: Any, tape: _Tape, out: list[Tracer | float]) -> None:
@@ -570,19 +572,22 @@ def _build_graph(tape: _Tape, outputs: list[Tracer | float]) -> CompGraph:
             count += 1
             names[i] = f"v{count}"
 
-    g = nx.DiGraph()
-    for i in range(n):
-        g.add_node(names[i], kind="input", op="input", args=())
+    # Nodes and edges are collected in lists and added in bulk, and the graph is
+    # handed to CompGraph without its defensive copy: at 10^5 operations
+    # (from_jax on a 300 x 300 array) per-call NetworkX overhead dominated.
+    node_list: list[tuple[str, dict[str, Any]]] = [
+        (names[i], {"kind": "input", "op": "input", "args": ()}) for i in range(n)
+    ]
+    edge_list: list[tuple[str, str, dict[str, Any]]] = []
     for i in ops:
         rule, args = tape.rules[i], tape.args[i]
         assert rule is not None
         node = names[i]
-        g.add_node(
-            node,
-            kind="output" if i in own_output else "intermediate",
-            op=rule.name,
-            args=tuple(names[a._index] if isinstance(a, Tracer) else a for a in args),
-        )
+        node_list.append((node, {
+            "kind": "output" if i in own_output else "intermediate",
+            "op": rule.name,
+            "args": tuple(names[a._index] if isinstance(a, Tracer) else a for a in args),
+        }))
         operands = [Var(names[a._index]) if isinstance(a, Tracer) else Const(a) for a in args]
         # An operand used twice (x*x) gives one edge carrying the sum of its partials.
         summed: dict[str, Expr] = {}
@@ -590,8 +595,7 @@ def _build_graph(tape: _Tape, outputs: list[Tracer | float]) -> CompGraph:
             if isinstance(a, Tracer):
                 src = names[a._index]
                 summed[src] = p if src not in summed else summed[src] + p
-        for src, p in summed.items():
-            g.add_edge(src, node, partial=p)
+        edge_list.extend((src, node, {"partial": p}) for src, p in summed.items())
     output_names = []
     for k, o in enumerate(outputs):
         name = f"y{k}"
@@ -599,11 +603,15 @@ def _build_graph(tape: _Tape, outputs: list[Tracer | float]) -> CompGraph:
         if isinstance(o, Tracer):
             if own_output.get(o._index) == k:
                 continue
-            g.add_node(name, kind="output", op="copy", args=(names[o._index],))
-            g.add_edge(names[o._index], name, partial=Const(1.0))
+            node_list.append((name, {"kind": "output", "op": "copy", "args": (names[o._index],)}))
+            edge_list.append((names[o._index], name, {"partial": Const(1.0)}))
         else:
-            g.add_node(name, kind="output", op="const", args=(o,))
-    return CompGraph(g, [names[i] for i in range(n)], output_names)
+            node_list.append((name, {"kind": "output", "op": "const", "args": (o,)}))
+    # Every vertex is live (reached from an input: an operation with no traced
+    # operand is folded to a constant; reaching an output: the liveness sweep
+    # above), so CompGraph skips its reachability sweeps.
+    g = _digraph(node_list, edge_list)
+    return CompGraph._adopt(g, [names[i] for i in range(n)], output_names, live=True)
 
 
 # =========================================================================== the result
@@ -645,8 +653,8 @@ class Traced:
         self.fun = fun
         self.n_inputs = len(graph.inputs)
         self.n_outputs = len(graph.outputs)
-        self._edge_exprs: list[Expr] = [graph.partial(u, v) for u, v in graph.edges]
-        nodes = graph.digraph.nodes
+        self._edge_exprs: list[Expr] = graph._partials_in_order()
+        nodes = graph._g._node  # the raw attribute dicts: a NodeView lookup per vertex cost more
         # (node, op, args, forward) in topological order: the forward sweep
         # reads the recorded program from the node attributes, never the tape.
         self._program = [
