@@ -93,7 +93,7 @@ class PrunedVerticesWarning(UserWarning):
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a large graph is built.
 
     Building a graph allocates a few container objects per edge and frees
@@ -273,7 +273,7 @@ class CompGraph:
                 f"expected a networkx.DiGraph, got {type(digraph).__name__}; "
                 "duplicate (parallel) edges are not allowed"
             )
-        with _gc_paused():
+        with gc_paused():
             g = nx.DiGraph()
             g.add_nodes_from(digraph.nodes(data=True))
             g.add_edges_from(digraph.edges(data=True))
@@ -478,7 +478,7 @@ class CompGraph:
         >>> CompGraph.from_edges([0], [2], [(0, 1, 0.5), (1, 2, 4)]).intermediates
         (1,)
         """
-        with _gc_paused():  # a few objects per edge, no garbage (see _gc_paused)
+        with gc_paused():  # a few objects per edge, no garbage (see gc_paused)
             g = nx.DiGraph()
             for node in _node_list(nodes, "nodes"):
                 _check_node_id(node, "nodes")
@@ -586,7 +586,7 @@ class CompGraph:
         >>> g.to_json()["edges"]
         [['x', 't', 2.0], ['t', 'y', 0.5]]
         """
-        with _gc_paused():
+        with gc_paused():
             return cls._from_json(source, prune=prune)
 
     @classmethod

@@ -126,11 +126,15 @@ class Schedule:
         self.result = dict(result)
         self.mode = mode
         self.order = None if order is None else tuple(order)
+        # The result's nonzeros as coordinates (rows, cols, slots), in the order NumPy's
+        # nonzero gives a dense index: a dense (outputs × inputs) index would cost as much
+        # memory as a dense Jacobian for every plan, evaluated or not (10^4 × 10^4: 800 MB).
         row = {o: r for r, o in enumerate(self.outputs)}
         col = {i: c for c, i in enumerate(self.inputs)}
-        self._result_index = np.full((len(self.outputs), len(self.inputs)), -1, dtype=np.int64)
-        for (o, i), slot in self.result.items():
-            self._result_index[row[o], col[i]] = slot
+        coords = sorted((row[o] * len(self.inputs) + col[i], slot) for (o, i), slot in self.result.items())
+        flat = np.array([c for c, _ in coords], dtype=np.int64)
+        self._result_rows, self._result_cols = np.divmod(flat, max(len(self.inputs), 1))
+        self._result_slot_ids = np.array([slot for _, slot in coords], dtype=np.int64)
 
     @property
     def n_slots(self) -> int:
@@ -155,7 +159,9 @@ class Schedule:
     @property
     def result_slots(self) -> np.ndarray:
         """Array ``(len(outputs), len(inputs))`` of result slots, ``-1`` for a structural zero."""
-        return self._result_index.copy()
+        index = np.full((len(self.outputs), len(self.inputs)), -1, dtype=np.int64)
+        index[self._result_rows, self._result_cols] = self._result_slot_ids
+        return index
 
     def evaluate(self, partials: Any) -> np.ndarray:
         """Run the schedule with NumPy, vectorized over a batch of points.
@@ -186,10 +192,9 @@ class Schedule:
                 slots[op.target] += slots[op.left] * slots[op.right]
             else:
                 slots[op.target] = slots[op.left] * slots[op.right]
-        jac = np.zeros(batch + self._result_index.shape)
-        rows, cols = np.nonzero(self._result_index >= 0)
-        if rows.size:
-            jac[..., rows, cols] = np.moveaxis(slots[self._result_index[rows, cols]], 0, -1)
+        jac = np.zeros(batch + (len(self.outputs), len(self.inputs)))
+        if self._result_rows.size:
+            jac[..., self._result_rows, self._result_cols] = np.moveaxis(slots[self._result_slot_ids], 0, -1)
         return jac
 
     def listing(self) -> str:

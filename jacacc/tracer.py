@@ -57,7 +57,7 @@ import numpy as np
 
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.expr import Const, Expr, Var
-from jacacc.graph import CompGraph, _digraph, _gc_paused, real_array, reference_jacobian
+from jacacc.graph import CompGraph, _digraph, gc_paused, real_array, reference_jacobian
 from jacacc.rules import RULES, Rule, get_rule
 
 __all__ = ["TraceError", "TraceSignatureError", "Traced", "Tracer", "apply_rule", "trace"]
@@ -504,8 +504,8 @@ def trace(f: Callable[..., Any], n_inputs: int, *, unpack: bool | None = None) -
     tape = _Tape(n_inputs)
     inputs = [Tracer(tape, i) for i in range(n_inputs)]
     # The tape and the graph grow by a few objects per operation and free none:
-    # the collector would walk them again and again for no garbage (see _gc_paused).
-    with _gc_paused():
+    # the collector would walk them again and again for no garbage (see gc_paused).
+    with gc_paused():
         try:
             if unpack:
                 result = f(*inputs)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jacacc.eliminate.state import EdgeStep, EliminationGraph
-from jacacc.graph import CompGraph
+from jacacc.graph import CompGraph, gc_paused
 from jacacc.orders.registry import register_method
 
 Node = Hashable
@@ -94,50 +94,71 @@ def _coded_vertex_order(graph: CompGraph, tie: str) -> list[Node]:
     >>> _coded_vertex_order(g, "reverse") == greedy_vertex_order(g, lambda s, j: (s.markowitz(j), -s.rank[j]))
     True
     """
-    state = EliminationGraph(graph)
-    if state.algebra is not None:  # tensor edges: costs come from the algebra, keep the generic path
+    if hasattr(graph, "edge_algebra"):  # tensor edges: costs come from the algebra, keep the generic path
         sign = -1 if tie == "reverse" else 1
         return greedy_vertex_order(graph, lambda s, j: (s.markowitz(j), sign * s.rank[j]))
-    rank, preds, succs, intermediates = state.rank, state.preds, state.succs, state.intermediates
-    n = len(rank)
+    with gc_paused():  # ~2 sets per vertex and no garbage: the collector would only walk them
+        return _integer_markowitz_order(graph, tie)
+
+
+def _integer_markowitz_order(graph: CompGraph, tie: str) -> list[Node]:
     by_rank = graph.topological_order
+    n = len(by_rank)
+    rank = dict(zip(by_rank, range(n), strict=True))
+    # The structure alone, on vertex ranks: sets of ints, so that a vertex
+    # elimination is two C-level set unions per neighbour (P(j) into each
+    # successor's predecessors, S(j) into each predecessor's successors)
+    # instead of |P(j)|·|S(j)| Python steps through EliminationGraph.
+    preds: list[set[int]] = [set() for _ in range(n)]
+    succs: list[set[int]] = [set() for _ in range(n)]
+    for u, v in graph.edges:
+        ru, rv = rank[u], rank[v]
+        succs[ru].add(rv)
+        preds[rv].add(ru)
     last = n - 1
-    if tie == "reverse":
-        def code(j: Node) -> int:
-            return len(preds[j]) * len(succs[j]) * n + (last - rank[j])
+    # a code is markowitz · n + r, r the tie-break position: codes order as the keys do
+    flip = last if tie == "reverse" else 0
+    sign = -1 if tie == "reverse" else 1
 
-        def vertex(c: int) -> Node:
-            return by_rank[last - c % n]
-    else:
-        def code(j: Node) -> int:
-            return len(preds[j]) * len(succs[j]) * n + rank[j]
+    def code(r: int) -> int:
+        return len(preds[r]) * len(succs[r]) * n + flip + sign * r
 
-        def vertex(c: int) -> Node:
-            return by_rank[c % n]
-    # latest[j]: j's current code.  Keys change only for the vertices an
-    # elimination touches, and those are recomputed at once, so an entry is
-    # current exactly when it equals latest[j]; an unchanged key is not pushed
-    # again.  The generic driver re-checks and re-pushes instead: the same
-    # order, several times the heap traffic.
-    latest = {j: code(j) for j in intermediates}
-    heap = list(latest.values())
+    # latest[r]: r's current code (-1 once eliminated, or not an intermediate).  Keys
+    # change only for the vertices an elimination touches, recomputed at once, so an
+    # entry is current exactly when it equals latest[r]; an unchanged key is not pushed again.
+    latest = [-1] * n
+    for v in graph.intermediates:
+        r = rank[v]
+        latest[r] = code(r)
+    heap = [c for c in latest if c >= 0]
     heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
-    order: list[Node] = []
+    order: list[int] = []
     while heap:
         c = pop(heap)
-        j = vertex(c)
-        if latest.get(j) != c:  # stale, or j is eliminated already
+        j = flip + sign * (c % n)
+        if latest[j] != c:  # stale, or j is eliminated already
             continue
         order.append(j)
-        del latest[j]
-        for t in state.eliminate_vertex(j):
-            if t in latest:
-                current = code(t)
-                if current != latest[t]:
+        latest[j] = -1
+        p, s = preds[j], succs[j]
+        for i in p:
+            out = succs[i]
+            out.discard(j)
+            out |= s  # absorption where (i, k) exists, fill-in where not
+        for k in s:
+            into = preds[k]
+            into.discard(j)
+            into |= p
+        preds[j] = succs[j] = set()
+        for t in (*p, *s):
+            old = latest[t]
+            if old >= 0:
+                current = len(preds[t]) * len(succs[t]) * n + flip + sign * t  # code(t), inlined: hot
+                if current != old:
                     latest[t] = current
                     push(heap, current)
-    return order
+    return [by_rank[r] for r in order]
 
 
 def _step_rank(state: EliminationGraph, step: EdgeStep) -> tuple[int, int, int]:
