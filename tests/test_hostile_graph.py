@@ -247,3 +247,16 @@ def test_cli_optimizes_a_graph_with_many_inputs(capsys, tmp_path):
     record = json.loads(out)
     assert record["mults"] == n
     assert record["graph"] == {"file": str(path), "inputs": n, "intermediates": n, "outputs": n, "edges": 2 * n}
+
+
+# ---------------------------------------------------------------------------- Markowitz on integer ranks
+@pytest.mark.parametrize("tie, sign", [("reverse", -1), ("forward", 1)])
+def test_the_integer_markowitz_driver_finds_the_generic_drivers_orders(tie, sign):
+    from jacacc.orders.heuristics import _coded_vertex_order, greedy_vertex_order
+    from jacacc.problems.generators import random_dag
+
+    for seed in range(25):
+        for shape in ((3, 10, 3, 2), (5, 40, 4, 3), (2, 80, 6, 4)):
+            g = random_dag(*shape[:3], max_preds=shape[3], seed=seed)
+            generic = greedy_vertex_order(g, lambda s, j: (s.markowitz(j), sign * s.rank[j]))  # noqa: B023
+            assert _coded_vertex_order(g, tie) == generic
