@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jacacc.elementwise import derive, kernels
-from jacacc.elementwise.parse import Definition, Summation
+from jacacc.elementwise.function import checked_array
+from jacacc.elementwise.parse import Definition, SourceError, Summation
 from jacacc.errors import RegistryError, require_extra
 
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ class CompiledFunction:
 
     def __call__(self, **arrays: Any) -> Any:
         f = self.function
+        arrays = f.inputs(arrays)  # the arrays f reads: real numbers only
         shapes = f.shapes_of(arrays)
         f.check(shapes)
         return self._finish(self._run(f.definition, f.output_shape(shapes), arrays, self._ranks()), arrays)
@@ -160,12 +162,12 @@ class CompiledFunction:
         of the argument's shape, on the device for CuPy) — the tape too — so that repeated calls
         reuse memory the OS has already mapped; returns the gradients."""
         f = self.function
+        arrays = f.inputs(arrays)  # the arrays f reads: real numbers only
+        df = checked_array(df, f.cotangent, f.name)
         shapes = f.shapes_of(arrays)
         f.check(shapes)
         expected = f.output_shape(shapes)
         if tuple(np.shape(df)) != expected:
-            from jacacc.elementwise.parse import SourceError
-
             raise SourceError(f"the cotangent {f.cotangent} must have shape {expected}, got {np.shape(df)}")
         inputs = {**arrays, f.cotangent: df}
         ranks = self._ranks()

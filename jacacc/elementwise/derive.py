@@ -55,6 +55,7 @@ from jacacc.elementwise.parse import (
     SourceError,
     Summation,
     Unary,
+    chain,
     expression_text,
     rebuild,
     unparse,
@@ -110,12 +111,11 @@ def product(factors: list[Node]) -> Node:
     coefficient, flat = split_product(factors)
     if coefficient == 0.0 or not flat:
         return Number(0, coefficient)
-    # left-associated, the coefficient first: prints as c * f1 * f2 without parentheses
-    out = flat[0] if coefficient == 1.0 else Unary(0, flat[0]) if coefficient == -1.0 else \
+    # left-associated, the coefficient first: prints as c * f1 * f2 without parentheses (a long
+    # product, the derivative of a product of many factors, halved by chain: bounded depth)
+    first = flat[0] if coefficient == 1.0 else Unary(0, flat[0]) if coefficient == -1.0 else \
         Binary(0, "*", Number(0, coefficient), flat[0])
-    for f in flat[1:]:
-        out = Binary(0, "*", out, f)
-    return out
+    return chain([("*", first), *(("*", f) for f in flat[1:])])
 
 
 def _local(node: Node, child: str) -> Node | None:
@@ -586,9 +586,8 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
                      for node, n in (stored or {}).items()}, dict(pointwise or {}))
     terms = [t for occ in occurrences(body, argument, context)
              if (t := _term(occ, outputs, cotangent, set(taken), shape, recall)) is not None]
-    total: Node = terms[0] if terms else Number(0, 0.0)
-    for t in terms[1:]:
-        total = Binary(0, "+", total, t)
+    # one term per read: a source of 2000 reads has 2000 terms, added by chain at bounded depth
+    total: Node = chain([("+", t) for t in terms]) if terms else Number(0, 0.0)
     out = Definition(name, tuple(outputs), total, "")
     return Definition(name, tuple(outputs), total, unparse(out))
 

@@ -55,11 +55,11 @@ from jacacc.elementwise.parse import (
     parse,
 )
 from jacacc.elementwise.system import Context
-from jacacc.errors import RegistryError
+from jacacc.errors import DTypeError, RegistryError
 from jacacc.intlin import range_escape
 from jacacc.iverson.syntax import Affine as IvAffine
 
-__all__ = ["BACKENDS", "ElementwiseFunction", "define"]
+__all__ = ["BACKENDS", "ElementwiseFunction", "checked_array", "define"]
 
 #: evaluation backends of :class:`ElementwiseFunction` (``f.compile`` adds "cupy")
 BACKENDS: dict[str, Callable] = {"numba": kernels.numba_kernel, "python": kernels.python_kernel}
@@ -73,20 +73,59 @@ def define(source: str, sizes: Mapping[str, int], backend: str = "numba") -> Ele
     ``"numba"`` (compiled, parallel) or ``"python"`` (the interpreter; slow, no compile time).
     """
     definition = parse(source)
+    if not isinstance(sizes, Mapping):
+        example = ", ".join(f"{n!r}: 3" for n in definition.indices)
+        raise SourceError(f"define: sizes must map each index of {definition.name} to its extent, like "
+                          f"{{{example}}}; got {type(sizes).__name__}")
     extents: dict[str, int | None] = {}
     for name in definition.indices:
         if name not in sizes:
             column = definition.source.index(name, definition.source.index("["))
-            raise SourceError(f"the index {name} has no extent (sizes gives {sorted(sizes) or 'none'}) "
+            raise SourceError(f"the index {name} has no extent (sizes gives {sorted(sizes, key=str) or 'none'}) "
                               f"at column {column}")
         n = sizes[name]
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise SourceError(f"the extent of {name} must be a positive integer, got {n!r}")
+            raise SourceError(f"the extent of {name} (sizes[{name!r}]) must be a positive integer, got {n!r}")
         extents[name] = int(n)
     unknown = set(sizes) - set(definition.indices)
     if unknown:
-        raise SourceError(f"sizes names {sorted(unknown)}, which are not indices of {definition.name}")
+        raise SourceError(f"sizes names {sorted(unknown, key=str)}, which are not indices of {definition.name}")
     return ElementwiseFunction(definition, extents, backend)
+
+
+def checked_array(value: Any, name: str, function: str) -> Any:
+    """``value`` as an array of real numbers (a CuPy array stays one), for the argument ``name`` of
+    ``function``.
+
+    Raises
+    ------
+    DTypeError
+        For complex numbers (NumPy would drop the imaginary part with a mere warning), strings,
+        objects, dates, bytes — any dtype but floats, integers and booleans — naming the argument.
+
+    Examples
+    --------
+    >>> checked_array([1, 2], "x", "f").dtype.kind
+    'i'
+    >>> checked_array([1 + 1j], "x", "f")
+    Traceback (most recent call last):
+    ...
+    jacacc.errors.DTypeError: the argument 'x' of f is complex (complex128): jacacc.elementwise computes with real numbers (pass the real and imaginary parts as two arrays)
+    """
+    if not type(value).__module__.startswith("cupy"):
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError) as exc:  # a ragged list: not an array of numbers at all
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise DTypeError(f"the argument {name!r} of {function} is not an array of numbers ({first})") from None
+    dtype = value.dtype
+    if dtype.kind == "c":
+        raise DTypeError(f"the argument {name!r} of {function} is complex ({dtype}): jacacc.elementwise computes "
+                         "with real numbers (pass the real and imaginary parts as two arrays)")
+    if dtype.kind not in "fiub":
+        raise DTypeError(f"the argument {name!r} of {function} has dtype {dtype}: jacacc.elementwise takes arrays "
+                         "of real numbers (floats, integers or booleans)")
+    return value
 
 
 class ElementwiseFunction:
@@ -99,7 +138,7 @@ class ElementwiseFunction:
 
     def __init__(self, definition: Definition, sizes: Mapping[str, int | None], backend: str = "numba",
                  shape_of: str | None = None) -> None:
-        if backend not in BACKENDS:
+        if not isinstance(backend, str) or backend not in BACKENDS:
             raise RegistryError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
         self.definition = definition
         self.backend = backend
@@ -159,6 +198,17 @@ class ElementwiseFunction:
                               f"got an array of shape {shapes[self.shape_of]}")
         return shapes
 
+    def inputs(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
+        """``arrays`` with each one this function reads (and ``shape_of``) checked to hold real numbers
+        (:func:`checked_array`).
+
+        Arrays it does not read are passed over, unchecked: one dict of inputs feeds a function, its
+        tape and its derivatives, each reading the ones it needs (the derivative of ``2 * x[i] + y[i]``
+        w.r.t. ``x`` reads neither), and an extra array is ignored (tests/test_elementwise_properties.py).
+        A missing one is refused by :meth:`shapes_of`."""
+        needed = set(self.definition.arguments()) | ({self.shape_of} if self.shape_of else set())
+        return {name: checked_array(a, name, self.name) if name in needed else a for name, a in arrays.items()}
+
     def output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
         return self.shape if self.shape_of is None else shapes[self.shape_of]
 
@@ -184,6 +234,11 @@ class ElementwiseFunction:
 
     # ------------------------------------------------------------------ evaluation
     def __call__(self, **arrays: Any) -> np.ndarray:
+        """The function's values for these arrays (keyword arguments, by name)."""
+        return self._evaluate(self.inputs(arrays))
+
+    def _evaluate(self, arrays: Mapping[str, Any]) -> np.ndarray:
+        """:meth:`__call__` on checked arrays; :meth:`vjp` passes its tape and cotangent along too."""
         shapes = self.shapes_of(arrays)
         self.check(shapes)
         if self._kernel is None:
@@ -196,7 +251,14 @@ class ElementwiseFunction:
         """The gather-form derivative ``d<argument>`` (paper 000 §5.3, Algorithm 4): an elementwise
         function of the cotangent ``d<name>`` and the arguments, with the shape of ``argument``.
         Given that ``shape``, brackets that hold on all of it are left out."""
-        key = (argument, None if shape is None else tuple(int(n) for n in shape))
+        if not isinstance(argument, str):
+            raise SourceError(f"derivative: the argument must be the name of an array {self.name} reads, got "
+                              f"{type(argument).__name__}")
+        key = (argument, None if shape is None else _checked_shape(shape, argument))
+        rank = self.definition.arguments().get(argument)
+        if key[1] is not None and rank is not None and len(key[1]) != rank:
+            raise SourceError(f"{argument} is read with {rank} ind{'ex' if rank == 1 else 'ices'}, "
+                              f"the shape given has {len(key[1])}")
         if key not in self._derivatives:
             definition = derive.derivative(self.definition, argument, self.sizes, key[1])
             extents = key[1] or (None,) * len(definition.indices)
@@ -253,6 +315,7 @@ class ElementwiseFunction:
     def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
         """Gradients of ``Σ df ⊙ f`` w.r.t. every argument (each with its array's shape), each by its
         gather-form derivative (:meth:`gather`) after one pass over the :meth:`tape`."""
+        arrays = self.inputs(arrays)
         shapes = self.shapes_of(arrays)
         df = self._cotangent(df, shapes)
         self.check(shapes)
@@ -262,13 +325,13 @@ class ElementwiseFunction:
             if key not in self._derivatives:
                 self._derivatives[key] = ElementwiseFunction(
                     definition, dict(zip(definition.indices, key[2], strict=True)), self.backend)
-            inputs[name] = self._derivatives[key](**inputs)
+            inputs[name] = self._derivatives[key]._evaluate(inputs)
         output = self.output_shape(shapes)
-        return {name: self.gather(name, shape, output)(**inputs) for name, shape in shapes.items()
+        return {name: self.gather(name, shape, output)._evaluate(inputs) for name, shape in shapes.items()
                 if name in self.definition.arguments()}
 
     def _cotangent(self, df: Any, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
-        df = np.asarray(df, dtype=np.float64)
+        df = np.asarray(checked_array(df, self.cotangent, self.name), dtype=np.float64)
         expected = self.output_shape(shapes)
         if df.shape != expected:
             raise SourceError(f"the cotangent {self.cotangent} must have shape {expected}, got {df.shape}")
@@ -300,6 +363,7 @@ class ElementwiseFunction:
         """:meth:`vjp` through paper 001's adjoint of :meth:`program` (compiled with NumPy): an
         independent derivation.  Definitions with floor quotients or divisibility brackets have no
         translation (the tensor language has no floor division) and are refused."""
+        arrays = self.inputs(arrays)
         shapes = self.shapes_of(arrays)
         df = self._cotangent(df, shapes)
         program = self.program(shapes)
@@ -310,6 +374,17 @@ class ElementwiseFunction:
             kernel = iv.compile(gradient, backend="numpy")
             out[name] = kernel(**{n: arrays[n] for n in self.definition.arguments()}, **{self.cotangent: df})
         return out
+
+
+def _checked_shape(shape: Any, argument: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or one clear error naming ``argument``."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in dims):
+        raise SourceError(f"the shape of {argument} must be a tuple of non-negative integers, got {shape!r}")
+    return tuple(int(n) for n in dims)
 
 
 def reads_in(node: Node, context: Context) -> Iterator[tuple[Read, Context]]:

@@ -48,6 +48,7 @@ from jacacc.elementwise.parse import (
     Read,
     Summation,
     Unary,
+    children,
     rebuild,
     walk,
 )
@@ -55,6 +56,9 @@ from jacacc.elementwise.parse import (
 __all__ = ["CUDA_KERNEL_NAME", "cuda_source", "numba_kernel", "python_kernel", "python_source"]
 
 CUDA_KERNEL_NAME = "jacacc_elementwise"
+#: the deepest a generated expression nests before a subexpression gets a name of its own
+#: (Python's parser stops at 200 parentheses; nvcc reads a named value just as fast)
+MAX_NESTING = 40
 
 _PY_FUNCTIONS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "sin": "np.sin",
                  "cos": "np.cos", "abs": "np.abs", "sign": "np.sign"}
@@ -73,6 +77,7 @@ class _Emitter:
         self.indent = 2
         self.serial = 0
         self.known: dict[Node, str] = {}  # subtrees already computed into a variable
+        self.depths: dict[str, int] = {}  # expression → how deep it nests (named beyond MAX_NESTING)
         # Numba: read with unsigned indices — every read was checked to stay in range and one
         # under a false bracket is never made, so the wraparound test for negative indices
         # (which keeps LLVM from vectorizing the sums) is dead weight
@@ -113,8 +118,54 @@ class _Emitter:
 
     # ---------------------------------------------------------------- values
     def value(self, node: Node, env: dict[str, str]) -> str:
+        """The expression of ``node``'s value; the statements it needs first (sums' loops, brackets'
+        blocks, named subexpressions) are appended to :attr:`lines` at the current indent."""
         if node in self.known:
             return self.known[node]
+        if not isinstance(node, (Unary, Binary, Power, Call)):
+            return self._leaf(node, env)
+        operands = [self.value(sub, env) for sub in children(node)]
+        text = self._operation(node, operands)
+        depth = 1 + max(self._depth(t) for t in operands)
+        if depth > MAX_NESTING:
+            # Python's parser refuses 200 nested parentheses, and a long sum or a call of a call …
+            # nests one level per operation: name the subexpression (_w1 = …) and go on with the name
+            name = self.fresh("w")
+            self.line(f"{name} = {text}" if self.lang == "py" else f"real {name} = {text};")
+            return name
+        self.depths[text] = depth
+        return text
+
+    def _depth(self, text: str) -> int:
+        """How deep ``text`` (an operand just computed) nests parentheses and brackets."""
+        if text in self.depths:
+            return self.depths[text]
+        deepest = level = 0
+        for ch in text:  # a leaf: a number, a read or a name, a few characters
+            level += 1 if ch in "([" else -1 if ch in ")]" else 0
+            deepest = max(deepest, level)
+        return deepest
+
+    def _operation(self, node: Node, operands: list[str]) -> str:
+        """An operation on its operands' expressions."""
+        if isinstance(node, Unary):
+            return f"(-{operands[0]})"
+        if isinstance(node, Binary):
+            return f"({operands[0]} {node.op} {operands[1]})"
+        if isinstance(node, Power):
+            base = operands[0]
+            p = node.exponent
+            if self.lang == "py":
+                return f"({base} ** {int(p) if float(p).is_integer() else repr(p)})"
+            if p in (2.0, 3.0):  # squares and cubes as products, the common case of a constant exponent
+                return f"jc_pow{int(p)}({base})"
+            return f"pow({base}, (real){p!r})"
+        assert isinstance(node, Call)
+        table = _PY_FUNCTIONS if self.lang == "py" else _C_FUNCTIONS
+        return f"{table[node.function]}({operands[0]})"
+
+    def _leaf(self, node: Node, env: dict[str, str]) -> str:
+        """A number, a read, or a sum or bracket computed by statements into a variable."""
         if isinstance(node, Number):
             return repr(float(node.value)) if self.lang == "py" else f"((real){float(node.value)!r})"
         if isinstance(node, Read):
@@ -128,21 +179,6 @@ class _Emitter:
             for extent, i in zip(self.shapes[node.argument][1:], idx[1:], strict=True):
                 flat = f"({flat}) * {extent} + {i}"
             return f"{name}[{flat}]"
-        if isinstance(node, Unary):
-            return f"(-{self.value(node.operand, env)})"
-        if isinstance(node, Binary):
-            return f"({self.value(node.left, env)} {node.op} {self.value(node.right, env)})"
-        if isinstance(node, Power):
-            base = self.value(node.base, env)
-            p = node.exponent
-            if self.lang == "py":
-                return f"({base} ** {int(p) if float(p).is_integer() else repr(p)})"
-            if p in (2.0, 3.0):  # squares and cubes as products, the common case of a constant exponent
-                return f"jc_pow{int(p)}({base})"
-            return f"pow({base}, (real){p!r})"
-        if isinstance(node, Call):
-            table = _PY_FUNCTIONS if self.lang == "py" else _C_FUNCTIONS
-            return f"{table[node.function]}({self.value(node.argument, env)})"
         if isinstance(node, Summation):
             return self.summation(node, env)
         if isinstance(node, Guard):
@@ -597,6 +633,10 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
 
     numba = require_extra("numba", "numba")
     source, used = _vector_math(python_source(definition, arguments, parallel=True, reduction=reduction))
+    if len(source) > NUMBA_PARALLEL_MAX_CHARS:
+        # Numba's parallel passes grow much faster than linearly with the loop body: a 2000-term
+        # sum compiled in 30 s on one thread and 550 s with parallel=True
+        parallel = False
     namespace = {"np": np, "prange": numba.prange, "njit": numba.njit}
     if used:
         from jacacc.codegen.numba_ import _vector_math_source
@@ -609,17 +649,26 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
     return numba.njit(parallel=parallel, error_model="numpy", cache=False, fastmath=_FASTMATH)(kernel)
 
 
+#: a kernel's source longer than this compiles without ``parallel=True`` (see :func:`numba_kernel`)
+NUMBA_PARALLEL_MAX_CHARS = 20_000
 _FASTMATH = {"reassoc", "contract"}
 _FASTMATH_TEXT = "{" + ", ".join(repr(flag) for flag in sorted(_FASTMATH)) + "}"  # for the helpers' source
 #: Numba: exp, log and tanh as the scalar core's inlined arithmetic helpers (a few ulp; they
 #: vectorize with the loop around them, a libm call does not)
 VECTOR_MATH = {"np.exp(": ("_exp(", "exp"), "np.log(": ("_log(", "log"), "np.tanh(": ("_tanh(", "tanh")}
 
+#: above this many calls of exp, log and tanh in one kernel the helpers are not used (:func:`_vector_math`)
+VECTOR_MATH_MAX_CALLS = 16
+
 
 def _vector_math(source: str) -> tuple[str, set[str]]:
     """``source`` (from :func:`python_source`, whose only calls of these are the functions of the
     language) calling the :data:`VECTOR_MATH` helpers, and the helpers it needs."""
-    used = set()
+    used: set[str] = set()
+    if sum(source.count(call) for call in VECTOR_MATH) > VECTOR_MATH_MAX_CALLS:
+        # each helper is inlined into Numba's IR with its branches: a hundred tanh calls made its
+        # data-flow analysis run out of memory; libm calls cost one call each
+        return source, used
     for call, (helper, name) in VECTOR_MATH.items():
         if call in source:
             source = source.replace(call, helper)

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from jacacc.errors import JacaccError
+from jacacc.errors import JacaccError, SizeLimitError
 
-__all__ = ["FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard", "Limit", "Node", "Number",
-           "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "expression_text", "parse", "rebuild", "unparse",
-           "walk"]
+__all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard",
+           "Limit", "Node", "Number", "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "chain",
+           "children", "expression_text", "parse", "rebuild", "unparse", "walk"]
 
 #: the scalar functions the language knows
 #: (``sign``, the derivative of ``abs``, keeps derivatives in the language)
@@ -281,11 +281,64 @@ class Definition:
         return out
 
 
+#: the fields of a node that hold its operands, in source order
+CHILDREN = ("operand", "left", "right", "base", "argument", "body")
+
+
+def children(node: Node) -> list[Node]:
+    """The operands of ``node`` in source order (none for a number or a read)."""
+    return [sub for f in CHILDREN if isinstance(sub := getattr(node, f, None), Node)]
+
+
 def walk(node: Node) -> Iterator[Node]:
-    yield node
-    for child in (getattr(node, f, None) for f in ("operand", "left", "right", "base", "argument", "body")):
-        if isinstance(child, Node):
-            yield from walk(child)
+    """Every node under ``node`` (itself first), depth first in source order.
+
+    An explicit stack, not a recursion: the depth of a tree is bounded by
+    :func:`chain` and by Python's parser, but generators nested once per level
+    would still cost a frame each, for every caller."""
+    stack = [node]
+    while stack:
+        here = stack.pop()
+        yield here
+        stack.extend(reversed(children(here)))
+
+
+#: a chain of up to this many ``+``/``-`` (or ``*``/``/``) operands is folded to the left, as Python
+#: evaluates it; a longer one is split in halves (:func:`chain`)
+CHAIN_FOLD = 32
+
+_INVERSE = {"+": "-", "-": "+", "*": "/", "/": "*"}
+
+
+def chain(items: Sequence[tuple[str, Node]], column: int = 0) -> Node:
+    """``x₀ op₁ x₁ op₂ x₂ …`` from ``[(op₀, x₀), (op₁, x₁), …]`` (``op₀`` ignored), the operators all
+    additive (``+ -``) or all multiplicative (``* /``).
+
+    Up to :data:`CHAIN_FOLD` operands fold to the left, exactly as Python reads the text.  A longer
+    chain is cut in halves, ``left op (right with its operators inverted)`` — ``a − b − c − d`` is
+    ``(a − b) − (c + d)`` — so the tree is ``CHAIN_FOLD + log₂ n`` deep rather than ``n``: every walk
+    over it (derivation, printing, code generation, hashing a node) then stays far from Python's
+    recursion limit and the generated code from its parser's nesting limit.  The sum is reassociated,
+    which changes its rounding only, as the kernels' ``reassoc`` flag already allows.
+
+    Examples
+    --------
+    >>> x = [("+", Number(0, float(k))) for k in range(40)]
+    >>> tree = chain(x)
+    >>> tree.op, expression_text(tree.left).count("+"), expression_text(tree.right).count("+")
+    ('+', 19, 19)
+    """
+    if len(items) <= CHAIN_FOLD:
+        out = items[0][1]
+        for op, node in items[1:]:
+            out = Binary(column, op, out, node)
+        return out
+    half = len(items) // 2
+    left, right = list(items[:half]), list(items[half:])
+    op = right[0][0]
+    if op in ("-", "/"):  # l − (r₀ ∓ r₁ …) = l − r₀ ± r₁ …: invert the right half's operators
+        right = [(_INVERSE[o], n) for o, n in right]
+    return Binary(column, op, chain(left, column), chain(right, right[0][1].column))
 
 
 def rebuild(node: Node, replace: Callable[[Node], Node | None]) -> Node:
@@ -295,7 +348,7 @@ def rebuild(node: Node, replace: Callable[[Node], Node | None]) -> Node:
     if new is not None:
         return new
     fields = {}
-    for child in ("operand", "left", "right", "base", "argument", "body"):
+    for child in CHILDREN:
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
             rebuilt = rebuild(sub, replace)
@@ -311,7 +364,13 @@ def parse(source: str) -> Definition:
     try:
         tree = ast.parse(source.strip(), mode="exec")
     except SyntaxError as exc:
+        # Python's tokenizer admits 200 nested parentheses ("too many nested parentheses")
         raise SourceError(f"not a definition: {exc.msg} at column {exc.offset or 0}") from None
+    except RecursionError:
+        # Python's parser builds its tree recursively: a chain of some 3000 operators, or as many
+        # unary minuses, is beyond it (2000 are not)
+        raise SizeLimitError(f"the source ({len(source)} characters) nests deeper than Python's parser can "
+                             "read; split a long sum into partial sums in parentheses") from None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign) or len(tree.body[0].targets) != 1:
         raise SourceError("the source must be one definition of the form f[i, j] = expression")
     stmt = tree.body[0]
@@ -338,6 +397,13 @@ class _Parser:
         self.function_indices = function_indices
         self.name = name
 
+    def unparse(self, node: ast.AST) -> str:
+        """``node``'s text as Python writes it, or as the source does where it nests too deep for that."""
+        try:
+            return ast.unparse(node)
+        except RecursionError:
+            return ast.get_source_segment(self.text, node) or "…"
+
     def fail(self, message: str, node: ast.AST) -> SourceError:
         return SourceError(f"{message} at column {getattr(node, 'col_offset', 0)}")
 
@@ -347,25 +413,23 @@ class _Parser:
                                                                                                       bool):
             return Number(col, float(node.value))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = self.expression(node.operand, bound)
-            return Unary(col, inner) if isinstance(node.op, ast.USub) else inner
+            return self.signed(node, bound)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and isinstance(node.left, ast.List):
             return self.guard(node, bound)
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
                 return Power(col, self.expression(node.left, bound), self.exponent(node.right))
-            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-            if type(node.op) not in ops:
+            if type(node.op) not in _OPERATORS:
                 raise self.fail(f"unsupported operator {type(node.op).__name__}", node)
-            return Binary(col, ops[type(node.op)], self.expression(node.left, bound),
-                          self.expression(node.right, bound))
+            return self.chain(node, bound)
         if isinstance(node, ast.Subscript):
             if not isinstance(node.value, ast.Name):
                 raise self.fail(f"only arguments can be read, not {ast.unparse(node.value)}", node)
             if node.value.id == self.name:
                 raise self.fail(f"the definition of {self.name} reads {self.name} itself", node)
             items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            indices = tuple(self.affine(item, bound, f"index {ast.unparse(node)}") for item in items)
+            what = _Described(lambda: f"index {self.unparse(node)}")  # text made only for an error
+            indices = tuple(self.affine(item, bound, what) for item in items)
             return Read(col, node.value.id, indices)
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name):
@@ -387,6 +451,36 @@ class _Parser:
             raise self.fail(f"{node.id} is {what} and cannot be used as a value (read arguments as "
                             f"{node.id}[...])", node)
         raise self.fail(f"unsupported expression {ast.unparse(node)}", node)
+
+    def chain(self, node: ast.BinOp, bound: set[str]) -> Node:
+        """``a + b - c …`` or ``a * b / c …``: Python's left-leaning tree walked down its left spine
+        with a loop (a chain of 2000 operators is 2000 deep there) and rebuilt by :func:`chain`."""
+        additive = isinstance(node.op, (ast.Add, ast.Sub))
+        kinds = (ast.Add, ast.Sub) if additive else (ast.Mult, ast.Div)
+        spine: list[tuple[str, ast.AST]] = []
+        first: ast.AST = node
+        # a bracket's product [c] * x is an operand of its own (a guard), not part of the chain
+        while isinstance(first, ast.BinOp) and isinstance(first.op, kinds) and not (
+                isinstance(first.op, ast.Mult) and isinstance(first.left, ast.List)):
+            spine.append((_OPERATORS[type(first.op)], first.right))
+            first = first.left
+        items = [("+" if additive else "*", self.expression(first, bound))]
+        items += [(op, self.expression(operand, bound)) for op, operand in reversed(spine)]
+        return chain(items, node.col_offset)
+
+    def signed(self, node: ast.UnaryOp, bound: set[str]) -> Node:
+        """``-x``, ``+x``, ``- - x`` …: a run of signs read with a loop.  Up to :data:`CHAIN_FOLD`
+        minuses each stay a node (the text reads back to the same tree); a longer run keeps its parity."""
+        col = node.col_offset
+        minuses = 0
+        operand: ast.AST = node
+        while isinstance(operand, ast.UnaryOp) and isinstance(operand.op, (ast.USub, ast.UAdd)):
+            minuses += isinstance(operand.op, ast.USub)
+            operand = operand.operand
+        out = self.expression(operand, bound)
+        for _ in range(minuses if minuses <= CHAIN_FOLD else minuses % 2):
+            out = Unary(col, out)
+        return out
 
     def exponent(self, node: ast.AST) -> float:
         value = node
@@ -470,7 +564,7 @@ class _Parser:
                                 f"{rounding}(n / d), not {node.func.id}", node)
         return (Limit(self.affine(node, bound, "the sum bound")),)
 
-    def affine(self, node: ast.AST, bound: set[str], what: str) -> Affine:
+    def affine(self, node: ast.AST, bound: set[str], what: str | _Described) -> Affine:
         """An integer-affine expression of the bound indices."""
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
             return Affine.make({}, node.value)
@@ -479,23 +573,53 @@ class _Parser:
                 raise self.fail(f"{what} uses {node.id}, which is not an index in scope", node)
             return Affine.make({node.id: 1}, 0)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = self.affine(node.operand, bound, what)
-            return inner.scale(-1) if isinstance(node.op, ast.USub) else inner
+            sign = 1
+            while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+                sign *= -1 if isinstance(node.op, ast.USub) else 1
+                node = node.operand
+            return self.affine(node, bound, what).scale(sign)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-            left, right = self.affine(node.left, bound, what), self.affine(node.right, bound, what)
-            return left + (right.scale(-1) if isinstance(node.op, ast.Sub) else right)
+            # a loop down the left spine (i + 1 + 1 + … may be long), then the terms in source order
+            terms: list[tuple[int, ast.AST]] = []
+            while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+                terms.append((-1 if isinstance(node.op, ast.Sub) else 1, node.right))
+                node = node.left
+            total = self.affine(node, bound, what)
+            for sign, term in reversed(terms):
+                total = total + self.affine(term, bound, what).scale(sign)
+            return total
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-            left, right = self.affine(node.left, bound, what), self.affine(node.right, bound, what)
-            if left.coeffs and right.coeffs:
-                raise self.fail(f"{what} is not affine in the indices (a product of two indices)", node)
-            constant, other = (left, right) if not left.coeffs else (right, left)
-            return other.scale(constant.const)
+            top = node
+            factors = []
+            while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                factors.append(node.right)
+                node = node.left
+            product = self.affine(node, bound, what)
+            for factor in reversed(factors):
+                right = self.affine(factor, bound, what)
+                if product.coeffs and right.coeffs:
+                    raise self.fail(f"{what} is not affine in the indices (a product of two indices)", top)
+                constant, other = (product, right) if not product.coeffs else (right, product)
+                product = other.scale(constant.const)
+            return product
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
             numerator = self.affine(node.left, bound, what)
             divisor = self.positive_constant(node.right, "a floor division's divisor")
             return numerator if divisor == 1 else Affine.of(Quotient(numerator, divisor)).folded()
         raise self.fail(f"{what} is not affine in the indices: {ast.unparse(node)}", node)
 
+
+_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+class _Described:
+    """A description made when it is printed: an error message's, not made for every read."""
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
 
 # ----------------------------------------------------------------------------- printing
 
