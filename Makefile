@@ -42,6 +42,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/kernel_benchmark.py
 	$(PY) experiments/elementwise_kernels.py
 	$(PY) experiments/frontend_sizes.py
+	$(PY) experiments/graph_scale.py
 	$(PY) experiments/tensor_hessians.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py

@@ -165,3 +165,15 @@ def test_frontend_sizes_record_matches_both_front_ends(tmp_path):
             assert r[front_end]["intermediates"] == len(graph.intermediates)
             assert r[front_end]["markowitz_mults"] == jacacc.optimize(graph, method="markowitz").mults
         assert r["max_rel_error_vs_jacfwd"] <= 1e-10
+
+
+def test_graph_scale_records_every_stage(tmp_path):
+    script = load_experiment("graph_scale")
+    assert script.main(["--edges", "1000", "3000", "--jax-sizes", "--repeat", "1", "--out", str(tmp_path),
+                        "--no-figure"]) == 0
+    rows = read_record(tmp_path / "graph_scale.json")["results"]["graphs"]
+    assert [900 < r["edges"] < 1200 or 2700 < r["edges"] < 3300 for r in rows] == [True, True]
+    for size, r in zip((1000, 3000), rows, strict=True):
+        graph = jacacc.CompGraph.from_json(script.layered_dag_json(size, 0))
+        assert r["edges"] == graph.n_edges and r["order_length"] == r["intermediates"] == len(graph.intermediates)
+        assert all(r[stage] >= 0 for stage in script.STAGES)
