@@ -104,17 +104,12 @@ def _coded_vertex_order(graph: CompGraph, tie: str) -> list[Node]:
 def _integer_markowitz_order(graph: CompGraph, tie: str) -> list[Node]:
     by_rank = graph.topological_order
     n = len(by_rank)
-    rank = dict(zip(by_rank, range(n), strict=True))
+    rank = graph.rank
     # The structure alone, on vertex ranks: sets of ints, so that a vertex
     # elimination is two C-level set unions per neighbour (P(j) into each
     # successor's predecessors, S(j) into each predecessor's successors)
     # instead of |P(j)|·|S(j)| Python steps through EliminationGraph.
-    preds: list[set[int]] = [set() for _ in range(n)]
-    succs: list[set[int]] = [set() for _ in range(n)]
-    for u, v in graph.edges:
-        ru, rv = rank[u], rank[v]
-        succs[ru].add(rv)
-        preds[rv].add(ru)
+    preds, succs = graph.rank_adjacency()
     last = n - 1
     # a code is markowitz · n + r, r the tie-break position: codes order as the keys do
     flip = last if tie == "reverse" else 0
@@ -142,21 +137,28 @@ def _integer_markowitz_order(graph: CompGraph, tie: str) -> list[Node]:
         order.append(j)
         latest[j] = -1
         p, s = preds[j], succs[j]
+        preds[j] = succs[j] = set()
+        # Only i's successors and k's predecessors change (no vertex is both a predecessor
+        # and a successor of j in a DAG), so each new key is final once its own set is updated.
         for i in p:
             out = succs[i]
             out.discard(j)
             out |= s  # absorption where (i, k) exists, fill-in where not
+            old = latest[i]
+            if old >= 0:
+                current = len(preds[i]) * len(out) * n + flip + sign * i  # code(i), inlined: hot
+                if current != old:
+                    latest[i] = current
+                    push(heap, current)
         for k in s:
             into = preds[k]
             into.discard(j)
             into |= p
-        preds[j] = succs[j] = set()
-        for t in (*p, *s):
-            old = latest[t]
+            old = latest[k]
             if old >= 0:
-                current = len(preds[t]) * len(succs[t]) * n + flip + sign * t  # code(t), inlined: hot
+                current = len(into) * len(succs[k]) * n + flip + sign * k
                 if current != old:
-                    latest[t] = current
+                    latest[k] = current
                     push(heap, current)
     return [by_rank[r] for r in order]
 
