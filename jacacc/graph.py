@@ -1019,7 +1019,7 @@ def as_graph(obj: Any) -> CompGraph:
     )
 
 
-def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.ndarray:
+def reference_jacobian(graph: Any, partials: np.ndarray | None = None, zero_edges: Iterable[int] = ()) -> np.ndarray:
     """Dense Jacobian by forward propagation of the chain rule (Bauer's formula).
 
     Each vertex's row of derivatives with respect to all inputs is the sum over
@@ -1038,6 +1038,9 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.nda
     partials : array of shape ``(..., n_edges)``, optional
         Edge values in ``graph.edges`` order, with any leading batch shape.
         Defaults to the graph's own numeric partials.
+    zero_edges : iterable of int, optional
+        Positions of structurally zero edges (see
+        :meth:`jacacc.schedule.Schedule.evaluate`): no path runs through them.
 
     Returns
     -------
@@ -1048,6 +1051,8 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.nda
     >>> g = CompGraph.from_edges(["a", "b"], ["y"], [("a", "y", 2.0), ("b", "y", 3.0)])
     >>> reference_jacobian(g)
     array([[2., 3.]])
+    >>> reference_jacobian(g, zero_edges=[1])
+    array([[2., 0.]])
     """
     graph = as_graph(graph)
     values = graph.partial_array() if partials is None else _check_partials(graph, partials)
@@ -1058,12 +1063,13 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None) -> np.nda
     cols: dict[Node, np.ndarray] = {}
     tangent: dict[Node, np.ndarray] = {}
     g = graph._g
+    zero = set(zero_edges)
     for node in graph.topological_order:
         if node in graph._input_set:
             cols[node] = np.array([column[node]])
             tangent[node] = np.ones(batch + (1,))
             continue
-        preds = list(g.predecessors(node))
+        preds = [p for p in g.predecessors(node) if graph.edge_index(p, node) not in zero]
         cols[node] = np.unique(np.concatenate([cols[p] for p in preds])) if preds else np.zeros(0, dtype=int)
         acc = np.zeros(batch + (len(cols[node]),))
         for pred in preds:

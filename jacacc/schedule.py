@@ -22,7 +22,7 @@ matrix product order.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,17 +163,31 @@ class Schedule:
         index[self._result_rows, self._result_cols] = self._result_slot_ids
         return index
 
-    def evaluate(self, partials: Any) -> np.ndarray:
+    def evaluate(self, partials: Any, zero_edges: Iterable[int] = ()) -> np.ndarray:
         """Run the schedule with NumPy, vectorized over a batch of points.
 
         Parameters
         ----------
         partials : array_like of shape ``(..., n_edges)``
             Edge values in ``edges`` order; leading axes are a batch.
+        zero_edges : iterable of int, optional
+            Positions of edges whose partial is structurally zero (a traced
+            ``stop_gradient`` or predicate, whatever its value says): every
+            product with one of them is skipped, as the compiled kernels skip
+            it, so a zero never meets an infinite partial (``0 · inf`` would
+            be NaN where the derivative is 0, as in JAX's symbolic zeros).
 
         Returns
         -------
         numpy.ndarray of shape ``(..., len(outputs), len(inputs))``
+
+        Examples
+        --------
+        >>> from jacacc import CompGraph, optimize
+        >>> g = CompGraph.from_edges(["x"], ["y"], [("x", "v", 0.0), ("v", "y", 1.0)])
+        >>> schedule = optimize(g, method="markowitz").schedule
+        >>> schedule.evaluate([0.0, np.inf]), schedule.evaluate([0.0, np.inf], zero_edges=[0])
+        (array([[nan]]), array([[0.]]))
         """
         values = np.asarray(partials, dtype=float)
         if values.ndim == 0 or values.shape[-1] != len(self.edges):
@@ -183,6 +197,49 @@ class Schedule:
         batch = values.shape[:-1]
         slots = np.empty((self.n_slots,) + batch)
         slots[: len(self.edges)] = np.moveaxis(values, -1, 0)
+        zero = sorted(set(zero_edges))
+        if zero:
+            self._run_skipping_zeros(slots, zero)
+        else:
+            self._run(slots)
+        jac = np.zeros(batch + (len(self.outputs), len(self.inputs)))
+        if self._result_rows.size:
+            jac[..., self._result_rows, self._result_cols] = np.moveaxis(slots[self._result_slot_ids], 0, -1)
+        return jac
+
+    def _run_skipping_zeros(self, slots: np.ndarray, zero_edges: list[int]) -> None:
+        """The ops on ``slots`` with structural zeros propagated: a product with a zero
+        factor is zero and not computed, a sum with a zero term is the other term."""
+        if zero_edges[0] < 0 or zero_edges[-1] >= len(self.edges):
+            raise GraphError(f"zero_edges must be edge positions 0 … {len(self.edges) - 1}, got {zero_edges}")
+        zero = [False] * self.n_slots
+        for e in zero_edges:
+            zero[e] = True
+            slots[e] = 0.0
+        for op in self.ops:
+            if isinstance(op, Add):
+                if not zero[op.source]:
+                    slots[op.target] = slots[op.source] if zero[op.target] else slots[op.target] + slots[op.source]
+                    zero[op.target] = False
+            elif isinstance(op, SplitAdd):
+                first, second = zero[op.first], zero[op.second]
+                if first and second:
+                    slots[op.target] = 0.0
+                else:
+                    slots[op.target] = (slots[op.second] if first else slots[op.first] if second
+                                        else slots[op.first] + slots[op.second])
+                zero[op.target] = first and second
+            elif zero[op.left] or zero[op.right]:
+                if not op.accumulate:
+                    slots[op.target] = 0.0
+                    zero[op.target] = True
+            elif op.accumulate and not zero[op.target]:
+                slots[op.target] += slots[op.left] * slots[op.right]
+            else:
+                slots[op.target] = slots[op.left] * slots[op.right]
+                zero[op.target] = False
+
+    def _run(self, slots: np.ndarray) -> None:
         for op in self.ops:
             if isinstance(op, Add):
                 slots[op.target] += slots[op.source]
@@ -192,10 +249,6 @@ class Schedule:
                 slots[op.target] += slots[op.left] * slots[op.right]
             else:
                 slots[op.target] = slots[op.left] * slots[op.right]
-        jac = np.zeros(batch + (len(self.outputs), len(self.inputs)))
-        if self._result_rows.size:
-            jac[..., self._result_rows, self._result_cols] = np.moveaxis(slots[self._result_slot_ids], 0, -1)
-        return jac
 
     def listing(self) -> str:
         """The schedule as straight-line code, one op per line, edges in comments."""

@@ -654,6 +654,10 @@ class Traced:
         self.n_inputs = len(graph.inputs)
         self.n_outputs = len(graph.outputs)
         self._edge_exprs: list[Expr] = graph._partials_in_order()
+        # edges whose partial is the constant 0 (stop_gradient, predicates): structural
+        # zeros, skipped by every evaluation as the compiled kernels skip them
+        self.zero_edges: tuple[int, ...] = tuple(
+            k for k, e in enumerate(self._edge_exprs) if isinstance(e, Const) and e.value == 0.0)
         nodes = graph._g._node  # the raw attribute dicts: a NodeView lookup per vertex cost more
         # (node, op, args, forward) in topological order: the forward sweep
         # reads the recorded program from the node attributes, never the tape.
@@ -791,7 +795,7 @@ class Traced:
             plan = optimize(self.graph, mode=mode, method=method, **options)
             if key is not None:
                 self._plans[key] = plan
-        return plan.schedule.evaluate(self.partials(x))
+        return plan.schedule.evaluate(self.partials(x), zero_edges=self.zero_edges)
 
     def reference_jacobian(self, x: Any) -> np.ndarray:
         """The Jacobian at ``x`` by the dense chain rule
@@ -803,7 +807,7 @@ class Traced:
         array([[10.],
                [ 0.]])
         """
-        return reference_jacobian(self.graph, partials=self.partials(x))
+        return reference_jacobian(self.graph, partials=self.partials(x), zero_edges=self.zero_edges)
 
     def __repr__(self) -> str:
         name = getattr(self.fun, "__name__", None)

@@ -260,3 +260,36 @@ def test_the_integer_markowitz_driver_finds_the_generic_drivers_orders(tie, sign
             g = random_dag(*shape[:3], max_preds=shape[3], seed=seed)
             generic = greedy_vertex_order(g, lambda s, j: (s.markowitz(j), sign * s.rank[j]))  # noqa: B023
             assert _coded_vertex_order(g, tie) == generic
+
+
+# ---------------------------------------------------------------------------- structural zeros
+@pytest.mark.parametrize("mode, method", [("vertex", "markowitz"), ("edge", "markowitz"), ("face", "greedy")])
+@pytest.mark.parametrize("seed", range(12))
+def test_structural_zeros_are_skipped_by_every_schedule_as_by_the_reference(mode, method, seed):
+    """Edges marked structurally zero drop out of every path: a schedule gives what the dense
+    chain rule gives on the same marks, even where other partials are infinite (0 · inf)."""
+    from jacacc.problems.generators import random_dag
+
+    g = random_dag(3, 12, 3, max_preds=3, seed=seed)
+    rng = np.random.default_rng(seed)
+    zero = sorted(rng.choice(g.n_edges, size=max(1, g.n_edges // 4), replace=False).tolist())
+    values = rng.uniform(-2, 2, size=g.n_edges)
+    values[zero] = 0.0
+    schedule = jacacc.optimize(g, mode=mode, method=method).schedule
+    # finite partials: marking zeros changes nothing
+    np.testing.assert_allclose(schedule.evaluate(values, zero_edges=zero), jacacc.reference_jacobian(g, values),
+                               rtol=1e-12, atol=1e-12)
+    # infinite partials behind the zeros: the marked reference is the truth, no NaN from 0 · inf
+    others = [k for k in range(g.n_edges) if k not in zero]
+    values[rng.choice(others, size=max(1, len(others) // 5), replace=False)] = np.inf
+    with np.errstate(invalid="ignore"):
+        want = jacacc.reference_jacobian(g, values, zero_edges=zero)
+        got = schedule.evaluate(values, zero_edges=zero)
+    # where no path free of marks runs through an inf, every product with it holds a mark: the
+    # schedule is finite and equal; elsewhere both are non-finite (inf or NaN by the association)
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-12, atol=1e-12)
+    assert not np.isfinite(got[~finite]).any()
+    with np.errstate(invalid="ignore"):
+        unmarked = schedule.evaluate(values)
+    assert np.isnan(unmarked).sum() >= np.isnan(got).sum()
