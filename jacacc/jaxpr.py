@@ -38,12 +38,13 @@ honours them: the primal code may have a kink (``max``, ``abs``) where the rule
 says otherwise (``softplus'(0) = 1/2``).  JAX builds the rule's JVP jaxpr
 (``jax.jvp`` of the call; for ``custom_vjp`` the transpose of its VJP), which
 is interpreted on the *stopped* primals ``p = stop_gradient(x)`` and the
-tangents ``t = x - stop_gradient(x)``; each output is ``primal + tangent``.
-Every derivative path then runs through ``t`` (partial 1), and the JVP is
-linear in ``t``, so the local partials are the rule's ``∂y/∂x`` as symbolic
-expressions of the traced values; the tangent is 0 at every finite point, so
-the value is the primal's.  (Where the rule's derivative is not finite, or at
-an infinite input, ``0 * inf`` makes that value NaN too.)
+tangents ``t = tangent_seed(x)`` (value 0, partial 1); each output is
+``primal + tangent``.  Every derivative path then runs through ``t``, and the
+JVP is linear in ``t``, so the local partials are the rule's ``∂y/∂x`` as
+symbolic expressions of the traced values, and the value is the primal's (the
+stop_gradient edges are structural zeros, skipped by every evaluation).  (Where
+the rule's derivative is not finite, ``0 * inf`` makes that output's value
+NaN.)
 
 **Size**: every element of every array is a vertex, so the graph grows with
 the products a ``dot_general`` scalarizes (``x @ x.T`` of a 120×120 ``x``:
@@ -321,7 +322,7 @@ class _Interpreter:
         return True
 
     def split(self, value: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``(stop_gradient(x), x - stop_gradient(x))`` of a traced array, elementwise.
+        """``(stop_gradient(x), tangent_seed(x))`` of a traced array, elementwise.
 
         The first has the value of ``x`` and no derivative, the second is 0 with
         derivative 1: the primal and tangent a custom rule's JVP is run on.  Constant
@@ -336,7 +337,7 @@ class _Interpreter:
             if isinstance(e, Tracer) and id(e) not in self.stopped:
                 p = apply_rule("stop_gradient", e)
                 self.stopped[id(p)] = p
-                p_flat[k], t_flat[k] = p, apply_rule("sub", e, p)
+                p_flat[k], t_flat[k] = p, apply_rule("tangent_seed", e)
             else:
                 p_flat[k], t_flat[k] = e, 0.0
         return primal, tangent

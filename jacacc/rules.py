@@ -570,3 +570,16 @@ _expression_function("logistic", 1, "scipy.special.expit")
 @_rule("stop_gradient", 1, np.positive, doc="0 (the value passes, the derivative does not)")
 def _stop_gradient(x, out):
     return [Const(0.0)]
+
+
+def _zero_value(x: Any) -> Any:
+    return np.zeros_like(np.asarray(x, dtype=float))
+
+
+# stop_gradient's complement: the value 0, the derivative 1.  A custom JVP rule is run
+# on the primal stop_gradient(x) and the tangent tangent_seed(x), so its partials are
+# the rule's; x − stop_gradient(x) would have the same derivative but be NaN at x = ±inf.
+# The code generators print it as the constant 0.
+@_rule("tangent_seed", 1, _zero_value, doc="1 (the value is 0, the derivative passes)")
+def _tangent_seed(x, out):
+    return [Const(1.0)]

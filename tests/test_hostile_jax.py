@@ -300,3 +300,17 @@ def test_random_numbers_from_a_constant_key_are_constants(f):
 def test_sort_by_the_input_is_still_refused_by_name():
     with pytest.raises(UnsupportedOperationError, match="'sort' with sort keys that depend on the input"):
         jacacc.from_jax(jnp.sort, np.array([0.3, -0.2]))
+
+
+@pytest.mark.parametrize("name", ["relu", "softplus", "sigmoid", "log_sigmoid", "silu"])
+def test_custom_rules_keep_values_at_infinite_inputs(name):
+    # the tangent a custom rule runs on is a vertex of value 0 (not x - stop_gradient(x),
+    # which is inf - inf = NaN at an infinite input)
+    f = getattr(jax.nn, name)
+    traced = jacacc.from_jax(f, np.zeros(3))
+    x = np.array([np.inf, -np.inf, 0.5])
+    with jax.enable_x64(True), np.errstate(all="ignore"):
+        want = np.asarray(f(jnp.asarray(x)))
+        np.testing.assert_allclose(traced(x), want, **TOL)
+        np.testing.assert_allclose(jacacc.compile(traced, backend="numpy").values_and_jacobians(x[None])[0][0],
+                                   want, **TOL)

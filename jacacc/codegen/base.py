@@ -254,6 +254,9 @@ class _Lowering:
             if op in ("copy", "pos", "stop_gradient"):  # the operand's value under another name
                 self.names[node] = operands[0].name if isinstance(operands[0], Var) else self.names[node]
                 continue
+            if op == "tangent_seed":  # the value 0 whatever the operand (jacacc.rules)
+                self.statements.append(Statement(self.names[node], Const(0.0), "primal"))
+                continue
             spec = FUNCTIONS.get(op)
             if spec is None or spec.arity != len(operands):
                 raise UnsupportedOperationError(
