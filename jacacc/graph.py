@@ -102,6 +102,13 @@ def gc_paused() -> Iterator[None]:
     for no garbage: at 10^5–10^6 edges that was a large share of the build
     time.  Reference counting still frees memory; the collector resumes (if
     it was on) when the block ends, so cycles made meanwhile are collected then.
+
+    On the way out, what was built moves straight to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``: two list splices), where the
+    generational hypothesis would have put it after a few passes: otherwise
+    the next allocation runs one generation-0 pass over everything built (a
+    10^6-edge graph holds 2.4 M tracked dicts and tuples: 1 s).  The objects
+    stay collectable by full collections.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -109,6 +116,9 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():  # never thaw what a caller froze on purpose
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -290,6 +300,7 @@ class CompGraph:
         edge_order: Sequence[Edge] | None = None,
         exact_order: bool = False,
         live: bool = False,
+        normalized: bool = False,
     ) -> CompGraph:
         """Validate and wrap ``g`` itself, without the defensive copy the constructor makes.
 
@@ -298,12 +309,14 @@ class CompGraph:
         costs as much as all of the validation.  ``g`` is modified (pruned,
         ``kind`` attributes, normalized partials) and owned by the result.
         ``live=True`` promises that every vertex lies on an input→output path
-        (the tracer keeps only those), so the two reachability sweeps are skipped.
+        (the tracer keeps only those), so the two reachability sweeps are skipped;
+        ``normalized=True`` that every partial is stored in normal form already.
         """
         if type(g) is not nx.DiGraph:
             raise GraphError(f"expected a networkx.DiGraph, got {type(g).__name__}")
         graph = cls.__new__(cls)
-        graph._setup(g, inputs, outputs, prune=prune, edge_order=edge_order, exact_order=exact_order, live=live)
+        graph._setup(g, inputs, outputs, prune=prune, edge_order=edge_order, exact_order=exact_order, live=live,
+                     normalized=normalized)
         return graph
 
     def _setup(
@@ -316,6 +329,7 @@ class CompGraph:
         edge_order: Sequence[Edge] | None,
         exact_order: bool = False,
         live: bool = False,
+        normalized: bool = False,
     ) -> None:
         """Validate ``g`` (owned by this graph from now on) and build the indexes.
 
@@ -339,13 +353,25 @@ class CompGraph:
         if topo is None:
             self._raise_cycle(g)
         self._check_edge_directions(g)
-        _normalize_partials(g)
-        if not live and self._prune(g, prune):
+        if not normalized:
+            _normalize_partials(g)
+        # kinds, and (one pass) whether any intermediate is a source or a sink: in a
+        # DAG, only then can one lie on no input→output path (see _prune)
+        ins, outs = self._inputs_frozen, self._outputs_frozen
+        succ, pred = g._succ, g._pred
+        suspect = False
+        for node, data in g._node.items():
+            if node in ins:
+                data["kind"] = "input"
+            elif node in outs:
+                data["kind"] = "output"
+            else:
+                data["kind"] = "intermediate"
+                if not (pred[node] and succ[node]):
+                    suspect = True
+        if suspect and not live and self._prune(g, prune):
             topo = _topological_order(g)  # pruning can change which tie comes first
             exact_order = False  # edge_order names pruned edges
-        ins, outs = self._inputs_frozen, self._outputs_frozen
-        for node, data in g._node.items():
-            data["kind"] = "input" if node in ins else "output" if node in outs else "intermediate"
         self._g = g
         self._topo: tuple[Node, ...] = topo  # type: ignore[assignment]
         self._intermediates = tuple(n for n in self._topo if n not in ins and n not in outs)
@@ -421,10 +447,8 @@ class CompGraph:
         succ, pred = g._succ, g._pred  # the raw dicts: no view object per lookup
         # In a DAG every vertex descends from a source and leads to a sink.  Inputs
         # have no in-edges and outputs no out-edges, so when no intermediate is a
-        # source or a sink, every intermediate lies on an input→output path: a
-        # degree check settles the usual case without the two sweeps.
-        if all(n in endpoints or (pred[n] and succ[n]) for n in g._node):
-            return False
+        # source or a sink, every intermediate lies on an input→output path: the
+        # caller's degree check settles the usual case without the two sweeps.
         reached = _reachable(succ, self._inputs)
         reaching = _reachable(pred, self._outputs)
         dead = [n for n in g._node if n not in endpoints and not (n in reached and n in reaching)]
@@ -491,6 +515,7 @@ class CompGraph:
             # edge, or add_edges_from, cost several times as much at 10^6 edges.
             # The graph is new and no view of it exists yet, so no cache goes stale.
             succ, pred, attributes = g._succ, g._pred, g._node
+            isfinite = math.isfinite
             order: list[Edge] = []  # the edges in the order given: the edge order kept
             for pos, item in enumerate(edges):
                 if type(item) is not list or not 2 <= len(item) <= 3:  # JSON's lists skip the generic test
@@ -514,11 +539,14 @@ class CompGraph:
                     raise GraphError(f"duplicate edge ({_clip(u)} → {_clip(v)}) at edge #{first} and #{pos}")
                 if v not in succ:
                     succ[v], pred[v], attributes[v] = {}, {}, {}
-                data = {"partial": item[2] if len(item) == 3 else None}
+                partial = item[2] if len(item) == 3 else None
+                if type(partial) is not float or not isfinite(partial):  # floats, the common case, are stored as they are
+                    partial = _normalize_partial(partial, (u, v))
+                data = {"partial": partial}
                 out[v] = data
                 pred[v][u] = data
                 order.append((u, v))
-            return cls._adopt(g, inputs, outputs, prune=prune, edge_order=order, exact_order=True)
+            return cls._adopt(g, inputs, outputs, prune=prune, edge_order=order, exact_order=True, normalized=True)
 
     @classmethod
     def from_networkx(cls, digraph: nx.DiGraph, *, prune: bool = True) -> CompGraph:

@@ -171,13 +171,16 @@ def f_jacacc_functions(x):
 def f_frontend(a, b):
     # the front ends' rules (jacacc.jaxpr): predicates (1.0 / 0.0, zero partials), where,
     # logistic (also scipy.special.expit), stop_gradient (of a piecewise constant here, so that
-    # finite differences agree)
+    # finite differences agree), tangent_seed
     p = jt.gt(a, b)
     return [
         jt.where(p, np.sin(a), b**2),
         jt.where(jt.le(a, 0.5), a, -b) + jt.ge(b, a) + jt.lt(a, b) + jt.eq(a, b) + jt.ne(a, b),
         jt.logistic(a * b) + sp.expit(b),
         a * jt.stop_gradient(p),
+        # how from_jax runs a custom rule: the stopped primal plus a tangent seed (value 0,
+        # partial 1) has b's value and derivative
+        np.sin(jt.stop_gradient(b) + jt.tangent_seed(b)),
     ]
 
 
