@@ -374,9 +374,9 @@ class CompGraph:
             exact_order = False  # edge_order names pruned edges
         self._g = g
         self._topo: tuple[Node, ...] = topo  # type: ignore[assignment]
-        self._intermediates = tuple(n for n in self._topo if n not in ins and n not in outs)
+        endpoints = ins | outs
+        self._intermediates = tuple(n for n in self._topo if n not in endpoints)
         self._edges = self._ordered_edges(g, edge_order, exact=exact_order)
-        self._edge_index = dict(zip(self._edges, range(len(self._edges)), strict=True))
 
     @staticmethod
     def _ordered_edges(g: nx.DiGraph, edge_order: Sequence[Edge] | None, *, exact: bool = False) -> tuple[Edge, ...]:
@@ -743,6 +743,14 @@ class CompGraph:
     def n_edges(self) -> int:
         return len(self._edges)
 
+    @property
+    def _edge_index(self) -> dict[Edge, int]:
+        # built on first use: an order finder never needs it, and at 10^6 edges it costs a quarter second
+        index = self.__dict__.get("_edge_positions")
+        if index is None:
+            index = self._edge_positions = dict(zip(self._edges, range(len(self._edges)), strict=True))
+        return index
+
     def edge_index(self, u: Node, v: Node) -> int:
         """Position of edge ``u → v`` in :attr:`edges`."""
         try:
@@ -944,24 +952,24 @@ def _topological_order(g: nx.DiGraph) -> tuple[Node, ...] | None:
     True
     """
     succ = g._succ  # the raw dict of dicts: no view objects in the loops
-    position = {node: i for i, node in enumerate(succ)}
+    nodes = list(succ)
+    position = dict(zip(nodes, range(len(nodes)), strict=True))
     if all(position[v] > i for i, out in enumerate(succ.values()) for v in out):
         return tuple(succ)
-    nodes = list(succ)
     outs = list(succ.values())
-    pred = g._pred
-    indegree = [len(pred[node]) for node in nodes]
+    indegree = list(map(len, map(g._pred.__getitem__, nodes)))
     ready = [i for i, d in enumerate(indegree) if d == 0]  # increasing: already a heap
-    order: list[Node] = []
+    order: list[int] = []
+    pop, push, append = heapq.heappop, heapq.heappush, order.append
     while ready:
-        i = heapq.heappop(ready)
-        order.append(nodes[i])
+        i = pop(ready)
+        append(i)
         for child in outs[i]:
             c = position[child]
             indegree[c] -= 1
-            if indegree[c] == 0:
-                heapq.heappush(ready, c)
-    return tuple(order) if len(order) == len(nodes) else None
+            if not indegree[c]:
+                push(ready, c)
+    return tuple(map(nodes.__getitem__, order)) if len(order) == len(nodes) else None
 
 
 def _normalize_partials(g: nx.DiGraph) -> None:

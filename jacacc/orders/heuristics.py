@@ -77,6 +77,9 @@ def greedy_vertex_order(graph: CompGraph, key: VertexKey, *, radius: int = 0) ->
     return order
 
 
+_ELIMINATED: frozenset[int] = frozenset()
+
+
 def _coded_vertex_order(graph: CompGraph, tie: str) -> list[Node]:
     """:func:`greedy_vertex_order` for the Markowitz key ``(|P(j)|·|S(j)|, ∓rank)``, on integer codes.
 
@@ -111,20 +114,16 @@ def _integer_markowitz_order(graph: CompGraph, tie: str) -> list[Node]:
     # instead of |P(j)|·|S(j)| Python steps through EliminationGraph.
     preds, succs = graph.rank_adjacency()
     last = n - 1
-    # a code is markowitz · n + r, r the tie-break position: codes order as the keys do
+    # code(r) = |P(r)|·|S(r)| · n + flip + sign·r, the tie-break position last: codes
+    # order as the keys do, and r is read back from the code (written out inline below: hot)
     flip = last if tie == "reverse" else 0
     sign = -1 if tie == "reverse" else 1
-
-    def code(r: int) -> int:
-        return len(preds[r]) * len(succs[r]) * n + flip + sign * r
-
     # latest[r]: r's current code (-1 once eliminated, or not an intermediate).  Keys
     # change only for the vertices an elimination touches, recomputed at once, so an
     # entry is current exactly when it equals latest[r]; an unchanged key is not pushed again.
     latest = [-1] * n
-    for v in graph.intermediates:
-        r = rank[v]
-        latest[r] = code(r)
+    for r in map(rank.__getitem__, graph.intermediates):
+        latest[r] = len(preds[r]) * len(succs[r]) * n + flip + sign * r  # code(r)
     heap = [c for c in latest if c >= 0]
     heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
@@ -137,30 +136,34 @@ def _integer_markowitz_order(graph: CompGraph, tie: str) -> list[Node]:
         order.append(j)
         latest[j] = -1
         p, s = preds[j], succs[j]
-        preds[j] = succs[j] = set()
+        preds[j] = succs[j] = _ELIMINATED  # j is nobody's neighbour now: its sets are freed
         # Only i's successors and k's predecessors change (no vertex is both a predecessor
         # and a successor of j in a DAG), so each new key is final once its own set is updated.
+        # Keys are read for intermediates only, and an input's successors or an output's
+        # predecessors never enter one: their sets are left as they are.
         for i in p:
+            old = latest[i]
+            if old < 0:
+                continue
             out = succs[i]
             out.discard(j)
             out |= s  # absorption where (i, k) exists, fill-in where not
-            old = latest[i]
-            if old >= 0:
-                current = len(preds[i]) * len(out) * n + flip + sign * i  # code(i), inlined: hot
-                if current != old:
-                    latest[i] = current
-                    push(heap, current)
+            current = len(preds[i]) * len(out) * n + flip + sign * i  # code(i), inlined: hot
+            if current != old:
+                latest[i] = current
+                push(heap, current)
         for k in s:
+            old = latest[k]
+            if old < 0:
+                continue
             into = preds[k]
             into.discard(j)
             into |= p
-            old = latest[k]
-            if old >= 0:
-                current = len(into) * len(succs[k]) * n + flip + sign * k
-                if current != old:
-                    latest[k] = current
-                    push(heap, current)
-    return [by_rank[r] for r in order]
+            current = len(into) * len(succs[k]) * n + flip + sign * k
+            if current != old:
+                latest[k] = current
+                push(heap, current)
+    return list(map(by_rank.__getitem__, order))
 
 
 def _step_rank(state: EliminationGraph, step: EdgeStep) -> tuple[int, int, int]:
