@@ -26,9 +26,9 @@ import pytest
 
 import jacacc
 from jacacc import CompGraph
-from jacacc.cli import main as cli_main
 from jacacc.errors import GraphError
 from jacacc.graph import PrunedVerticesWarning, _topological_order
+from tests.test_hostile import run_cli
 
 
 # ============================================================================ counted work
@@ -192,13 +192,6 @@ def test_deeply_nested_python_edges_are_a_graph_error():
         CompGraph.from_json({"inputs": ["x"], "outputs": ["y"], "edges": [nested]})
 
 
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        code = cli_main(list(args))
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(code: int, err: str, fragment: str) -> None:

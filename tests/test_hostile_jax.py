@@ -14,21 +14,12 @@ import pytest
 import jacacc
 from jacacc.errors import DTypeError, SizeLimitError, UnsupportedOperationError
 from jacacc.jaxpr import DEFAULT_MAX_EDGES, estimate_edges
+from tests.test_jaxpr import reference
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 TOL = {"rtol": 1e-10, "atol": 1e-10}
-
-
-def reference(f, x, jacobian=None):
-    """Values (m,) and Jacobian (m, n) of ``f`` at ``x`` by JAX in float64 (custom rules used)."""
-    x = np.asarray(x, dtype=float)
-    with jax.enable_x64(True):
-        values = jax.tree_util.tree_leaves(f(jnp.asarray(x)))
-        jac = jax.tree_util.tree_leaves((jacobian or jax.jacfwd)(f)(jnp.asarray(x)))
-    rows = [np.asarray(j, dtype=float).reshape(np.size(v), x.size) for v, j in zip(values, jac, strict=True)]
-    return np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in values]), np.concatenate(rows)
 
 
 def check(f, x, jacobian=None):
