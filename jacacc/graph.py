@@ -517,12 +517,16 @@ class CompGraph:
             succ, pred, attributes = g._succ, g._pred, g._node
             isfinite = math.isfinite
             order: list[Edge] = []  # the edges in the order given: the edge order kept
+            append = order.append
+            # the hot loop of loading a file: each test is written to cost one lookup at most
             for pos, item in enumerate(edges):
-                if type(item) is not list or not 2 <= len(item) <= 3:  # JSON's lists skip the generic test
+                size = len(item) if type(item) is list else -1  # JSON's lists skip the generic test
+                if not 2 <= size <= 3:
                     if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
                         raise GraphError(
                             f"edge #{pos} is {_clip(item)}; an edge is [src, dst] or [src, dst, partial]"
                         )
+                    size = len(item)
                 u, v = item[0], item[1]
                 if type(u) not in _PLAIN_IDS:
                     _check_node_id(u, f"edge #{pos}")
@@ -537,15 +541,15 @@ class CompGraph:
                 elif v in out:
                     first = order.index((u, v))  # only on the error path: a scan is fine
                     raise GraphError(f"duplicate edge ({_clip(u)} → {_clip(v)}) at edge #{first} and #{pos}")
-                if v not in succ:
-                    succ[v], pred[v], attributes[v] = {}, {}, {}
-                partial = item[2] if len(item) == 3 else None
+                into = pred.get(v)
+                if into is None:
+                    into = pred[v] = {}
+                    succ[v], attributes[v] = {}, {}
+                partial = item[2] if size == 3 else None
                 if type(partial) is not float or not isfinite(partial):  # floats, the common case, are stored as they are
                     partial = _normalize_partial(partial, (u, v))
-                data = {"partial": partial}
-                out[v] = data
-                pred[v][u] = data
-                order.append((u, v))
+                out[v] = into[u] = {"partial": partial}
+                append((u, v))
             return cls._adopt(g, inputs, outputs, prune=prune, edge_order=order, exact_order=True, normalized=True)
 
     @classmethod
