@@ -345,8 +345,8 @@ class CompGraph:
         # Built once (the ids are known hashable now): membership tests run once
         # per vertex, and a set rebuilt per test made construction
         # O(V · (inputs + outputs)) (issue 24).
-        self._inputs_frozen: frozenset[Node] = frozenset(self._inputs)
-        self._outputs_frozen: frozenset[Node] = frozenset(self._outputs)
+        self._input_set: frozenset[Node] = frozenset(self._inputs)
+        self._output_set: frozenset[Node] = frozenset(self._outputs)
         # One topological sort proves acyclicity and, unless pruning removes
         # vertices, is the order kept.
         topo = _topological_order(g)
@@ -355,9 +355,12 @@ class CompGraph:
         self._check_edge_directions(g)
         if not normalized:
             _normalize_partials(g)
-        # kinds, and (one pass) whether any intermediate is a source or a sink: in a
-        # DAG, only then can one lie on no input→output path (see _prune)
-        ins, outs = self._inputs_frozen, self._outputs_frozen
+        # Kinds, and in the same pass whether any intermediate is a source or a sink.
+        # In a DAG every vertex descends from a source and leads to a sink; inputs
+        # have no in-edges and outputs no out-edges, so unless an intermediate is a
+        # source or a sink, every one lies on an input→output path and _prune's two
+        # reachability sweeps are not needed.
+        ins, outs = self._input_set, self._output_set
         succ, pred = g._succ, g._pred
         suspect = False
         for node, data in g._node.items():
@@ -443,14 +446,9 @@ class CompGraph:
 
     def _prune(self, g: nx.DiGraph, prune: bool) -> bool:
         """Remove the intermediates on no input→output path (warning); True when there were some."""
-        endpoints = self._inputs_frozen | self._outputs_frozen
-        succ, pred = g._succ, g._pred  # the raw dicts: no view object per lookup
-        # In a DAG every vertex descends from a source and leads to a sink.  Inputs
-        # have no in-edges and outputs no out-edges, so when no intermediate is a
-        # source or a sink, every intermediate lies on an input→output path: the
-        # caller's degree check settles the usual case without the two sweeps.
-        reached = _reachable(succ, self._inputs)
-        reaching = _reachable(pred, self._outputs)
+        endpoints = self._input_set | self._output_set
+        reached = _reachable(g._succ, self._inputs)  # the raw dicts: no view object per lookup
+        reaching = _reachable(g._pred, self._outputs)
         dead = [n for n in g._node if n not in endpoints and not (n in reached and n in reaching)]
         if not dead:
             return False
@@ -463,21 +461,6 @@ class CompGraph:
         )
         g.remove_nodes_from(dead)
         return True
-
-    def _kind_of(self, node: Node) -> str:
-        if node in self._inputs_frozen:
-            return "input"
-        if node in self._outputs_frozen:
-            return "output"
-        return "intermediate"
-
-    @property
-    def _input_set(self) -> frozenset[Node]:
-        return self._inputs_frozen
-
-    @property
-    def _output_set(self) -> frozenset[Node]:
-        return self._outputs_frozen
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -1109,12 +1092,13 @@ def reference_jacobian(graph: Any, partials: np.ndarray | None = None, zero_edge
             cols[node] = np.array([column[node]])
             tangent[node] = np.ones(batch + (1,))
             continue
-        preds = [p for p in g.predecessors(node) if graph.edge_index(p, node) not in zero]
-        cols[node] = np.unique(np.concatenate([cols[p] for p in preds])) if preds else np.zeros(0, dtype=int)
+        # (predecessor, edge position) of the edges a path may run through
+        preds = [(p, k) for p in g.predecessors(node) if (k := graph.edge_index(p, node)) not in zero]
+        cols[node] = np.unique(np.concatenate([cols[p] for p, _ in preds])) if preds else np.zeros(0, dtype=int)
         acc = np.zeros(batch + (len(cols[node]),))
-        for pred in preds:
+        for pred, k in preds:
             where = np.searchsorted(cols[node], cols[pred])
-            acc[..., where] += values[..., graph.edge_index(pred, node), None] * tangent[pred]
+            acc[..., where] += values[..., k, None] * tangent[pred]
         tangent[node] = acc
     jac = np.zeros(batch + (len(graph.outputs), n))
     for row, out in enumerate(graph.outputs):

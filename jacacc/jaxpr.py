@@ -919,7 +919,7 @@ def _equation_estimate(eqn: Any, flags: list[bool], literal: type) -> tuple[int,
         return max(e for e, _ in results), [any(col) for col in zip(*(o for _, o in results), strict=True)]
     if name in _CUSTOM:
         edges, out = _jaxpr_edges(_open(_inner_jaxpr(eqn)), flags, literal)
-        # the rule's JVP: the primal, a tangent about as large, the stop/split vertices
+        # the rule's JVP: the primal, a tangent about as large, the stop_gradient and seed vertices
         return 3 * edges + 3 * sum(_size(v) for v, f in zip(eqn.invars, flags, strict=True) if f), out
     if name in _INLINED:
         return _jaxpr_edges(_open(_inner_jaxpr(eqn)), flags, literal)

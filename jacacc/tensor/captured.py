@@ -82,7 +82,6 @@ _IMMUTABLE_SCALARS = (int, float, complex, str, bytes, bool, type(None), np.gene
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the jacacc package itself
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
 
 
