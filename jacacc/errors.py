@@ -58,6 +58,30 @@ class MissingExtraError(JacaccError, ImportError):
     """An optional dependency (an *extra*) is needed but not installed."""
 
 
+def require_real_dtype(dtype, what: str, package: str) -> None:
+    """Raise :class:`DTypeError` naming ``what`` unless ``dtype`` is real numeric.
+
+    Floats, signed and unsigned integers and booleans pass; complex (whose
+    imaginary part a float conversion would drop with only a warning),
+    strings, bytes, objects, dates and every other kind are refused.  One
+    check for every package that takes arrays (``package`` names it in the
+    message).
+
+    >>> import numpy as np
+    >>> require_real_dtype(np.dtype("int32"), "the argument 'x'", "jacacc.tensor")
+    >>> require_real_dtype(np.dtype("complex64"), "the argument 'x'", "jacacc.tensor")
+    Traceback (most recent call last):
+    ...
+    jacacc.errors.DTypeError: the argument 'x' is complex (complex64); jacacc.tensor computes with real numbers (pass the real and imaginary parts separately)
+    """
+    if dtype.kind == "c":
+        raise DTypeError(f"{what} is complex ({dtype}); {package} computes with real numbers "
+                         "(pass the real and imaginary parts separately)")
+    if dtype.kind not in "fiub":
+        raise DTypeError(f"{what} has dtype {dtype}; {package} takes arrays of real numbers "
+                         "(floats, integers or booleans)")
+
+
 def require_extra(module: str, extra: str):
     """Import ``module`` or raise :class:`MissingExtraError` naming ``extra``.
 

@@ -55,7 +55,7 @@ from jacacc.elementwise.parse import (
     parse,
 )
 from jacacc.elementwise.system import Context
-from jacacc.errors import DTypeError, RegistryError
+from jacacc.errors import DTypeError, RegistryError, require_real_dtype
 from jacacc.intlin import range_escape
 from jacacc.iverson.syntax import Affine as IvAffine
 
@@ -110,7 +110,7 @@ def checked_array(value: Any, name: str, function: str) -> Any:
     >>> checked_array([1 + 1j], "x", "f")
     Traceback (most recent call last):
     ...
-    jacacc.errors.DTypeError: the argument 'x' of f is complex (complex128): jacacc.elementwise computes with real numbers (pass the real and imaginary parts as two arrays)
+    jacacc.errors.DTypeError: the argument 'x' of f is complex (complex128); jacacc.elementwise computes with real numbers (pass the real and imaginary parts separately)
     """
     if not type(value).__module__.startswith("cupy"):
         try:
@@ -118,13 +118,7 @@ def checked_array(value: Any, name: str, function: str) -> Any:
         except (TypeError, ValueError) as exc:  # a ragged list: not an array of numbers at all
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DTypeError(f"the argument {name!r} of {function} is not an array of numbers ({first})") from None
-    dtype = value.dtype
-    if dtype.kind == "c":
-        raise DTypeError(f"the argument {name!r} of {function} is complex ({dtype}): jacacc.elementwise computes "
-                         "with real numbers (pass the real and imaginary parts as two arrays)")
-    if dtype.kind not in "fiub":
-        raise DTypeError(f"the argument {name!r} of {function} has dtype {dtype}: jacacc.elementwise takes arrays "
-                         "of real numbers (floats, integers or booleans)")
+    require_real_dtype(value.dtype, f"the argument {name!r} of {function}", "jacacc.elementwise")
     return value
 
 

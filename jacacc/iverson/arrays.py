@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.errors import DTypeError, RegistryError, require_extra
+from jacacc.errors import DTypeError, RegistryError, require_extra, require_real_dtype
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
-from jacacc.iverson.interpret import COMPARE, check_real_dtype, real_array
+from jacacc.iverson.interpret import COMPARE, variable_array
 from jacacc.iverson.normalize import bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
     Access,
@@ -142,9 +142,9 @@ def _check_dtype(name: str, value: Any) -> None:
     imaginary part with only a warning, or fail obscurely): NumPy, JAX and PyTorch arrays alike."""
     dtype = getattr(value, "dtype", None)
     if dtype is None:  # lists, Python numbers
-        real_array(name, value)
+        variable_array(name, value)
     elif isinstance(dtype, np.dtype):  # NumPy and JAX (also tracers: the dtype, never the values)
-        check_real_dtype(name, dtype)
+        require_real_dtype(dtype, f"the variable {name!r}", "jacacc.iverson")
     elif getattr(dtype, "is_complex", False):  # torch.dtype
         raise DTypeError(f"the variable {name!r} is complex ({dtype}); jacacc.iverson computes with real numbers")
 

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.errors import DTypeError
+from jacacc.errors import require_real_dtype
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
 from jacacc.iverson.syntax import (
@@ -81,7 +81,7 @@ from jacacc.iverson.syntax import (
     type_text,
 )
 
-__all__ = ["bind_arrays", "count_operations", "check_real_dtype", "evaluate", "real_array", "zeros_of"]
+__all__ = ["bind_arrays", "count_operations", "evaluate", "variable_array", "zeros_of"]
 
 #: comparison symbol -> Python operator (works on ints, floats and NumPy / JAX / PyTorch arrays alike)
 COMPARE = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -113,13 +113,13 @@ def _as_value(name: str, t: Type, value: Any) -> Any:
         if not isinstance(value, tuple) or len(value) != 2:
             raise IvTypeError(f"the variable {name!r} is a pair {type_text(t)}; pass a tuple of two values")
         return (_as_value(name, t.fst, value[0]), _as_value(name, t.snd, value[1]))
-    arr = real_array(name, value)
+    arr = variable_array(name, value)
     if arr.shape != t:
         raise IvTypeError(f"the variable {name!r} has shape {t}, got an array of shape {arr.shape}")
     return float(arr) if t == () else arr
 
 
-def real_array(name: str, value: Any) -> np.ndarray:
+def variable_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array, or a :class:`~jacacc.errors.DTypeError` naming the variable.
 
     Booleans and integers convert to floats; complex values (whose imaginary part a float
@@ -130,18 +130,8 @@ def real_array(name: str, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except ValueError as exc:  # ragged nesting
         raise IvTypeError(f"the variable {name!r} is not an array of numbers: {exc}") from None
-    check_real_dtype(name, arr.dtype)
+    require_real_dtype(arr.dtype, f"the variable {name!r}", "jacacc.iverson")
     return arr.astype(np.float64, copy=False)
-
-
-def check_real_dtype(name: str, dtype: np.dtype) -> None:
-    """A :class:`~jacacc.errors.DTypeError` naming the variable unless ``dtype`` is real numeric
-    (float, integer, unsigned, bool)."""
-    if dtype.kind == "c":
-        raise DTypeError(f"the variable {name!r} is complex ({dtype}); jacacc.iverson computes with "
-                         "real numbers (pass the real and imaginary parts separately)")
-    if dtype.kind not in "fiub":
-        raise DTypeError(f"the variable {name!r} has dtype {dtype}; jacacc.iverson takes real numeric arrays")
 
 
 class _Counts:

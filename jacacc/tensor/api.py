@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.errors import DTypeError, RegistryError, TraceError
+from jacacc.errors import RegistryError, TraceError, require_real_dtype
 from jacacc.tensor.captured import MAX_BINDINGS, Captured, refuse_impure_trace
 from jacacc.tensor.derive import derivative_factors, tensor_modes
 from jacacc.tensor.evaluate import Program, array_module
@@ -60,10 +60,7 @@ def _as_array(a: Any, position: int, differentiated: bool) -> Any:
     """``a`` as a NumPy (or CuPy) array; complex refused, integers refused where differentiated."""
     if not type(a).__module__.startswith("cupy"):
         a = np.asarray(a)
-    if a.dtype.kind == "c":
-        raise DTypeError(f"argument {position} is complex ({a.dtype}); jacacc.tensor differentiates real arrays")
-    if a.dtype.kind not in "fiub":
-        raise DTypeError(f"argument {position} has dtype {a.dtype}; jacacc.tensor takes real numeric arrays")
+    require_real_dtype(a.dtype, f"argument {position}", "jacacc.tensor")
     if differentiated and a.dtype.kind != "f":
         raise TypeError(f"argument {position} has dtype {a.dtype}: the differentiated argument must be "
                         "float32 or float64 (an integer argument has no derivative)")
