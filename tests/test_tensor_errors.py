@@ -70,18 +70,24 @@ def test_unsupported_operation_from_vjp_jvp_and_derivative_expression():
             call()
 
 
-def test_unsupported_ufunc_lists_the_supported_ones():
+@pytest.mark.parametrize("f, spelled", [
+    (lambda x: np.sum(np.spacing(x)), "np.spacing"),
+    (lambda x: np.sum(np.fft.fft(x).real), "np.fft.fft"),
+    (lambda x: np.sum(np.linalg.svd(np.outer(x, x))[1]), "np.linalg.svd"),
+])
+def test_unsupported_operation_is_named_with_its_module_in_one_line(f, spelled):
     with pytest.raises(UnsupportedOperationError) as info:
-        jt.grad(lambda x: np.sum(np.arctan(x)))(x3)
-    for name in ("exp", "log", "log1p", "sqrt", "sin", "cos", "tanh", "maximum"):
-        assert name in str(info.value)
+        jt.grad(f)(x3)
+    message = str(info.value)
+    assert message.startswith(spelled + " ") and "\n" not in message
+    assert "supported:" not in message and "exp" not in message  # no list of everything supported
 
 
 def test_unsupported_errors_are_jacacc_and_type_errors():
     with pytest.raises(JacaccError):
-        jt.grad(lambda x: np.sum(np.sort(x)))(x3)
+        jt.grad(lambda x: np.sum(np.fft.fft(x).real))(x3)
     with pytest.raises(TypeError):
-        jt.grad(lambda x: np.sum(np.sort(x)))(x3)
+        jt.grad(lambda x: np.sum(np.fft.fft(x).real))(x3)
 
 
 # ---------------------------------------------------------------------------- shapes that do not broadcast

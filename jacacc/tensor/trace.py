@@ -24,7 +24,9 @@ exp(X *(ij,j,i) w)
 
 from __future__ import annotations
 
+import functools
 import inspect
+import itertools
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -164,18 +166,23 @@ class Traced:
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes Traced lacks: name the ndarray method the
         # function used instead of a bare AttributeError.
+        method = _METHODS.get(name)
+        if method is not None and not name.startswith("_"):
+            return functools.partial(method, self)
         if not name.startswith("_") and hasattr(np.ndarray, name):
             raise UnsupportedOperationError(f"ndarray.{name} is not supported by jacacc.tensor")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getitem__(self, key: Any) -> Any:
-        raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
+        handler = _METHODS.get("__getitem__")
+        if handler is None:
+            raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
+        return handler(self, key)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(
             "a traced tensor has no concrete values: an operation jacacc.tensor does not support tried to convert it "
-            "to an ndarray (supported: @ dot einsum + - * / ** sum transpose exp log log1p sqrt sin cos tanh abs "
-            "maximum(x, 0) diag trace outer inner)"
+            "to an ndarray"
         )
 
     def __bool__(self) -> bool:
@@ -192,16 +199,87 @@ class Traced:
                                             "is not supported by jacacc.tensor")
         handler = _UFUNCS.get(name)
         if handler is None:
-            raise UnsupportedOperationError(f"np.{name} is not supported by jacacc.tensor; supported ufuncs: "
-                                            f"{', '.join(sorted(_UFUNCS))}")
+            raise UnsupportedOperationError(f"{qualified_name(ufunc)} is not supported by jacacc.tensor")
         return handler(*inputs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         handler = _FUNCTIONS.get(func)
         if handler is None:
-            raise UnsupportedOperationError(f"np.{func.__name__} is not supported by jacacc.tensor; supported: "
-                                            f"{', '.join(sorted(f.__name__ for f in _FUNCTIONS))}")
+            raise UnsupportedOperationError(f"{qualified_name(func)} is not supported by jacacc.tensor")
         return handler(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- registries
+#: NumPy ufunc name (``ufunc.__name__``) -> handler on the ufunc's operands
+_UFUNCS: dict[str, Callable[..., Any]] = {}
+#: NumPy function object (``np.sum``, ``np.linalg.solve``) -> handler with the function's signature
+_FUNCTIONS: dict[Any, Callable[..., Any]] = {}
+#: ndarray method name (and ``"__getitem__"``) -> handler taking the traced array first
+_METHODS: dict[str, Callable[..., Any]] = {}
+
+_MODULE_PREFIX = {"numpy.linalg": "np.linalg", "numpy.fft": "np.fft", "numpy.random": "np.random"}
+
+
+def qualified_name(func: Any) -> str:
+    """How a user spells ``func``: ``np.linalg.svd``, ``np.sum``, ``scipy.special.expit``.
+
+    Examples
+    --------
+    >>> qualified_name(np.linalg.svd), qualified_name(np.sum), qualified_name(np.exp)
+    ('np.linalg.svd', 'np.sum', 'np.exp')
+    """
+    name = getattr(func, "__name__", repr(func))
+    if isinstance(func, np.ufunc):
+        # ufuncs carry no module; scipy.special's are listed there
+        import sys
+
+        special = sys.modules.get("scipy.special")
+        if special is not None and getattr(special, name, None) is func and getattr(np, name, None) is not func:
+            return f"scipy.special.{name}"
+        return f"np.{name}"
+    module = getattr(func, "__module__", None) or "numpy"
+    if module.startswith("numpy"):
+        # NumPy sets __module__ to its public namespace ("numpy", "numpy.linalg")
+        module = next((short for long, short in _MODULE_PREFIX.items() if module.startswith(long + ".")
+                       or module == long), "np")
+    else:  # scipy.special._logsumexp -> scipy.special: the public package above private modules
+        module = ".".join(itertools.takewhile(lambda part: not part.startswith("_"), module.split(".")))
+    return f"{module}.{name}"
+
+
+def register_ufunc(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the handler of the NumPy ufuncs ``names`` on traced operands."""
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            _UFUNCS[name] = handler
+        return handler
+
+    return register
+
+
+def register_function(*functions: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the handler of the NumPy functions ``functions`` (``np.mean``, ``np.linalg.solve``) when an
+    argument is traced (NumPy's ``__array_function__`` protocol)."""
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for function in functions:
+            _FUNCTIONS[function] = handler
+        return handler
+
+    return register
+
+
+def register_method(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the handler of the ndarray methods ``names`` (``x.reshape(…)``; ``"__getitem__"`` for
+    ``x[key]``), called with the traced array first."""
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            _METHODS[name] = handler
+        return handler
+
+    return register
 
 
 # ---------------------------------------------------------------------------- operands
@@ -342,7 +420,7 @@ def _ufunc_square(x: Any) -> Traced:
     return Traced(E.unary("pow", _node(x), 2.0))
 
 
-_UFUNCS: dict[str, Callable[..., Traced]] = {
+_UFUNCS.update({
     "add": lambda x, y: _binary("add", x, y),
     "subtract": lambda x, y: _binary("subtract", x, y),
     "multiply": lambda x, y: _binary("multiply", x, y),
@@ -363,7 +441,7 @@ _UFUNCS: dict[str, Callable[..., Traced]] = {
     "absolute": lambda x: _elementwise("abs", x),
     "maximum": _maximum,
     "matmul": lambda x, y: _matmul(x, y),
-}
+})
 
 
 # ---------------------------------------------------------------------------- products and contractions
@@ -528,7 +606,7 @@ def _inner(x: Any, y: Any) -> Traced:
     return Traced(E.einsum(f"{la},{lb}->{la[:-1]}{lb[:-1]}", a, b))
 
 
-_FUNCTIONS: dict[Any, Callable[..., Traced]] = {
+_FUNCTIONS.update({
     np.einsum: _einsum,
     np.matmul: _matmul,
     np.dot: _dot,
@@ -538,7 +616,7 @@ _FUNCTIONS: dict[Any, Callable[..., Traced]] = {
     np.trace: _trace,
     np.outer: _outer,
     np.inner: _inner,
-}
+})
 
 
 # ---------------------------------------------------------------------------- tracing a function
