@@ -18,10 +18,9 @@ partial, written in terms of the values of graph nodes: the partial of
   code-generation backends (NumPy, Numba, CuPy) subclass it and change only what
   they spell differently.
 
-Every operation an expression may contain is listed once, in
-:data:`FUNCTIONS`; :data:`NUMPY_NAMES` maps each to the NumPy (or SciPy)
-function that evaluates it.  Add a row to both to teach expressions a new
-function.
+Every operation an expression may contain is an operation of the table
+:mod:`jacacc.ops`: :data:`FUNCTIONS` says how each prints, :data:`NUMPY_NAMES`
+which NumPy (or SciPy) function evaluates it; both are read from the table.
 
 Examples
 --------
@@ -37,7 +36,6 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 from collections.abc import Callable, Hashable, Mapping
@@ -45,6 +43,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
+from jacacc import ops
 
 __all__ = [
     "FUNCTIONS",
@@ -96,54 +96,30 @@ class FunctionSpec:
 # Python/NumPy source that a backend can compile.
 PREC_ADD, PREC_MUL, PREC_NEG, PREC_POW, PREC_ATOM = 10, 20, 30, 40, 100
 
-_INFIX = {
-    "add": ("+", PREC_ADD),
-    "sub": ("-", PREC_ADD),
-    "mul": ("*", PREC_MUL),
-    "div": ("/", PREC_MUL),
-    "pow": ("**", PREC_POW),
-}
-_IVERSON = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!="}
-_UNARY_CALLS = (
-    "sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan "
-    "sinh cosh tanh arcsinh arccosh arctanh abs sign square reciprocal erf erfc"
-).split()
-_BINARY_CALLS = ("arctan2", "hypot", "maximum", "minimum", "fmax", "fmin")
+_PRECEDENCE = {"+": PREC_ADD, "-": PREC_ADD, "*": PREC_MUL, "/": PREC_MUL, "**": PREC_POW}
 
-#: Every operation an :class:`Apply` node may carry, by name.
-FUNCTIONS: dict[str, FunctionSpec] = {
-    **{op: FunctionSpec(op, 2, "infix", sym, prec) for op, (sym, prec) in _INFIX.items()},
-    "neg": FunctionSpec("neg", 1, "prefix", "-", PREC_NEG),
-    **{op: FunctionSpec(op, 2, "iverson", sym) for op, sym in _IVERSON.items()},
-    **{op: FunctionSpec(op, 1, "call") for op in _UNARY_CALLS},
-    **{op: FunctionSpec(op, 2, "call") for op in _BINARY_CALLS},
-}
 
-#: The function that evaluates each operation, as ``module.attribute`` text: the
-#: single place where an operation is tied to its NumPy spelling (used by
-#: :meth:`Expr.evaluate` and by :class:`NumpyPrinter`).  SciPy is imported only
-#: when an ``erf``/``erfc`` is actually evaluated.
-NUMPY_NAMES: dict[str, str] = {
-    "add": "np.add",
-    "sub": "np.subtract",
-    "mul": "np.multiply",
-    "div": "np.true_divide",
-    "pow": "np.power",
-    "neg": "np.negative",
-    "ge": "np.greater_equal",
-    "gt": "np.greater",
-    "le": "np.less_equal",
-    "lt": "np.less",
-    "eq": "np.equal",
-    "ne": "np.not_equal",
-    "abs": "np.absolute",
-    "erf": "scipy.special.erf",
-    "erfc": "scipy.special.erfc",
-    **{op: f"np.{op}" for op in _UNARY_CALLS + list(_BINARY_CALLS) if op not in ("abs", "erf", "erfc")},
-}
+def _spec(op: ops.Operation) -> FunctionSpec:
+    """How an operation of the table (:mod:`jacacc.ops`) prints in an expression."""
+    if op.name == "neg":
+        return FunctionSpec("neg", 1, "prefix", "-", PREC_NEG)
+    if op.piecewise_constant and op.infix:  # a predicate: an Iverson bracket
+        return FunctionSpec(op.name, 2, "iverson", op.infix)
+    if op.infix in _PRECEDENCE and op.arity == 2:
+        return FunctionSpec(op.name, 2, "infix", op.infix, _PRECEDENCE[op.infix])
+    return FunctionSpec(op.name, op.arity, "call")
 
-_MODULES = {"np": "numpy", "scipy.special": "scipy.special"}
-_CALLABLES: dict[str, Callable[..., Any]] = {}
+
+#: Every operation an :class:`Apply` node may carry, by name: the operation table's
+#: (:mod:`jacacc.ops`), with the printing form of each.
+FUNCTIONS: dict[str, FunctionSpec] = {op.name: _spec(op) for op in ops.iterate()}
+
+#: The function that evaluates each operation, as ``module.attribute`` text (the
+#: operation table's NumPy spelling; used by :meth:`Expr.evaluate` and by
+#: :class:`NumpyPrinter`).  SciPy is imported only when an ``erf``/``erfc`` is
+#: actually evaluated.
+NUMPY_NAMES: dict[str, str] = ops.spellings("numpy")
+
 
 
 def numpy_function(op: str) -> Callable[..., Any]:
@@ -154,12 +130,7 @@ def numpy_function(op: str) -> Callable[..., Any]:
     >>> numpy_function("cos") is np.cos
     True
     """
-    fn = _CALLABLES.get(op)
-    if fn is None:
-        module, _, attr = NUMPY_NAMES[op].rpartition(".")
-        fn = getattr(importlib.import_module(_MODULES.get(module, module)), attr)
-        _CALLABLES[op] = fn
-    return fn
+    return ops.get(op).function
 
 
 # --------------------------------------------------------------------------- node types
@@ -696,8 +667,10 @@ class ExprPrinter:
         return f"{FUNCTIONS[expr.fn].symbol}{self.parenthesize(expr.args[0], PREC_NEG + 1)}"
 
     def print_call(self, expr: Apply) -> str:
-        """``cos(a)``, ``arctan2(a, b)``."""
+        """``cos(a)``, ``arctan2(a, b)``; a spelling with ``{0}`` … is a template for the arguments."""
         name = self.function_names.get(expr.fn, expr.fn)
+        if "{" in name:
+            return name.format(*(self.parenthesize(a, PREC_POW) for a in expr.args))
         return f"{name}({', '.join(self.doprint(a) for a in expr.args)})"
 
     def print_iverson(self, expr: Apply) -> str:

@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import DTypeError, SizeLimitError, TraceError, UnsupportedOperationError, require_extra
 from jacacc.tracer import Traced, Tracer, apply_rule, trace
 
@@ -377,17 +378,9 @@ def _live_equations(jaxpr: Any, literal: type) -> list[Any]:
 
 
 # =========================================================================== elementwise
-_ELEMENTWISE = {
-    "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "neg": "neg",
-    "pow": "pow", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log1p": "log1p",
-    "sqrt": "sqrt", "cbrt": "cbrt", "square": "square",
-    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin", "acos": "arccos", "atan": "arctan",
-    "atan2": "arctan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh",
-    "acosh": "arccosh", "atanh": "arctanh", "abs": "abs",
-    "logistic": "logistic", "erf": "erf", "erfc": "erfc", "stop_gradient": "stop_gradient",
-    # predicates: 1.0 / 0.0 with zero partials (jacacc.rules)
-    "gt": "gt", "ge": "ge", "lt": "lt", "le": "le", "eq": "eq", "ne": "ne",
-}
+#: JAX primitive -> operation of the table (jacacc.ops), for the primitives that are one
+#: elementwise operation; the handlers below take precedence over these
+_ELEMENTWISE = {prim: name for prim, name in ops.jax_primitives().items() if prim not in ("select_n",)}
 
 
 def _elementwise(rule: str) -> Handler:
@@ -427,29 +420,6 @@ def _rsqrt(interp: _Interpreter, eqn: Any, x: Any) -> list[Any]:
 def _is_finite(interp: _Interpreter, eqn: Any, x: Any) -> list[Any]:
     # [|x| < inf]: false for ±inf and NaN
     return [apply_rule("lt", apply_rule("abs", x), math.inf)]
-
-
-def _balanced(rule: str) -> Handler:
-    """JAX's ``max`` / ``min``: at a tie each operand gets half the derivative (JAX's
-    ``_balanced_eq``), where jacacc's rule gives all of it to the first operand.
-
-    ``0.5*max(a, b) + 0.5*max(b, a)``: the two orders split the tie (partials
-    ``[a >= b]`` and ``[a > b]``), and the value is exactly ``max(a, b)``.
-    """
-
-    def handler(interp: _Interpreter, eqn: Any, a: Any, b: Any) -> list[Any]:
-        a, b = _operand(a), _operand(b)
-        if interp.stopped and interp.all_stopped([a, b]):
-            return [apply_rule(rule, a, b)]  # no derivative to split
-        halves = [apply_rule("mul", 0.5, apply_rule(rule, p, q)) for p, q in ((a, b), (b, a))]
-        return [apply_rule("add", *halves)]
-
-    handler.__name__ = f"_{rule}"
-    return handler
-
-
-handles("max")(_balanced("maximum"))
-handles("min")(_balanced("minimum"))
 
 
 @handles("clamp")

@@ -1,9 +1,10 @@
-"""The table of elementary operations: forward evaluation and local partials.
+"""The scalar tracer's rules: forward evaluation and local partials as expressions.
 
-Each elementary operation the tracer understands is one :class:`Rule`, declared
-next to its partial-derivative formula (in the manner of JAX's
-``jax/_src/interpreters/ad.py`` rule tables) and stored in one registry dict,
-:data:`RULES`.  A rule knows
+Each elementary operation the tracer understands is one :class:`Rule` in one
+registry dict, :data:`RULES`.  The built-in rules are the operation table's
+(:mod:`jacacc.ops`): each operation's derivative, written once there against a
+builder interface, is built here as scalar expressions by :class:`ExprBuilder`.
+Users may register more with :func:`register_rule`.  A rule knows
 
 * its name (the ``op`` attribute of a traced graph node) and arity;
 * the NumPy ufunc names that mean it (``"true_divide"``, ``"absolute"``), so
@@ -17,10 +18,9 @@ next to its partial-derivative formula (in the manner of JAX's
   (``exp``: ∂ = out; ``sqrt``: ∂ = 0.5/out), which is what makes the
   linearized graph cheap to evaluate.
 
-A rule may return ``None`` for an operand whose partial is never needed
-(a constant operand); :meth:`Rule.partials` also blanks constant operands
-itself, so rules only special-case constants where that gives a simpler
-formula (``x**c``, ``c**x``).
+A rule may return the symbolic zero :data:`jacacc.ops.ZERO` for an operand
+whose partial is never needed (a constant operand); :meth:`Rule.partials`
+also blanks constant operands itself.
 
 Examples
 --------
@@ -35,35 +35,19 @@ Examples
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import RegistryError, UnsupportedOperationError
-from jacacc.expr import (
-    Const,
-    Expr,
-    as_expr,
-    cos,
-    cosh,
-    exp,
-    ge,
-    gt,
-    le,
-    log,
-    lt,
-    sign,
-    sin,
-    sinh,
-    sqrt,
-)
+from jacacc.expr import Const, Expr, apply, as_expr
 
 __all__ = ["RULES", "Rule", "get_rule", "register_rule", "rule_names", "ufunc_names", "unregister_rule"]
 
-PartialRule = Callable[..., Sequence["Expr | None"]]
+PartialRule = Callable[..., Sequence["Expr | ops.Zero"]]
 
 
 @dataclass(frozen=True)
@@ -79,7 +63,7 @@ class Rule:
     forward : callable
         ``forward(*operands) -> result``, vectorized NumPy evaluation.
     partial_rule : callable
-        ``partial_rule(*operands, out) -> sequence of Expr or None`` with one
+        ``partial_rule(*operands, out) -> sequence of Expr or ZERO`` with one
         entry per operand; operands and ``out`` are expressions.
     aliases : tuple of str
         Other names that mean this operation: NumPy ufunc names (``__name__``)
@@ -95,8 +79,8 @@ class Rule:
     aliases: tuple[str, ...] = ()
     doc: str = ""
 
-    def partials(self, operands: Sequence[Expr], out: Expr) -> list[Expr | None]:
-        """The local partials ∂out/∂operand, ``None`` for constant operands.
+    def partials(self, operands: Sequence[Expr], out: Expr) -> list[Expr | ops.Zero]:
+        """The local partials ∂out/∂operand, :data:`~jacacc.ops.ZERO` for constant operands.
 
         Parameters
         ----------
@@ -109,7 +93,7 @@ class Rule:
         --------
         >>> from jacacc.expr import Var, Const
         >>> get_rule("pow").partials((Var("x"), Const(3.0)), Var("y"))
-        [Apply('mul', (Const(3.0), Apply('pow', (Var('x'), Const(2.0))))), None]
+        [Apply('mul', (Const(3.0), Apply('pow', (Var('x'), Const(2.0))))), ZERO]
         """
         operands = tuple(operands)
         if len(operands) != self.arity:
@@ -124,7 +108,7 @@ class Rule:
             )
         # A rule may return plain numbers (``[2.0]``); edges always carry Expr.
         return [
-            None if isinstance(a, Const) or p is None else as_expr(p)
+            ops.ZERO if isinstance(a, Const) or p is None or p is ops.ZERO else as_expr(p)
             for a, p in zip(operands, result, strict=True)
         ]
 
@@ -160,7 +144,7 @@ def register_rule(
     forward : callable
         Vectorized NumPy evaluation ``forward(*operands)``.
     partial_rule : callable
-        ``partial_rule(*operands, out)`` returning one expression (or ``None``)
+        ``partial_rule(*operands, out)`` returning one expression (or ``ZERO``)
         per operand; see :meth:`Rule.partials`.
     aliases : sequence of str
         NumPy ufunc names (``ufunc.__name__``) and other spellings that mean
@@ -267,319 +251,60 @@ def ufunc_names() -> list[str]:
     return sorted(_ALIASES)
 
 
-def _rule(name: str, arity: int, forward: Callable[..., Any], *, aliases: Sequence[str] = (), doc: str = ""):
-    """Decorator form of :func:`register_rule` used for the built-in table."""
+class ExprBuilder:
+    """The operation table's builder (:class:`jacacc.ops.Builder`) for scalar :class:`~jacacc.expr.Expr`.
 
-    def decorate(partial_rule: PartialRule) -> PartialRule:
-        register_rule(name, arity, forward, partial_rule, aliases=aliases, doc=doc)
-        return partial_rule
+    The derivatives of :mod:`jacacc.ops` written with it are the partials on
+    a traced graph's edges; :func:`jacacc.expr.apply` simplifies as they are
+    built (``1*x``, constant folding).
+    """
 
-    return decorate
+    def constant(self, value: float) -> Expr:
+        return Const(value)
 
+    def add(self, a: Expr, b: Expr) -> Expr:
+        return apply("add", a, b)
 
-def _erf(x: Any) -> Any:
-    # SciPy is needed only when a traced erf is evaluated, never at import.
-    from scipy.special import erf
+    def multiply(self, a: Expr, b: Expr) -> Expr:
+        return apply("mul", a, b)
 
-    return erf(x)
+    def subtract(self, a: Expr, b: Expr) -> Expr:
+        return apply("sub", a, b)
 
+    def divide(self, a: Expr, b: Expr) -> Expr:
+        return apply("div", a, b)
 
-def _erfc(x: Any) -> Any:
-    from scipy.special import erfc
+    def power(self, a: Expr, exponent: float) -> Expr:
+        return apply("pow", a, Const(exponent))
 
-    return erfc(x)
+    def call(self, name: str, args: Sequence[Expr]) -> Expr:
+        return apply(name, *args)
 
 
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_BUILDER = ExprBuilder()
 
 
-# =========================================================================== arithmetic
-@_rule("add", 2, np.add, doc="1, 1")
-def _add(a, b, out):
-    return [Const(1.0), Const(1.0)]
+def _table_rule(op: ops.Operation) -> PartialRule:
+    """The partial rule of a table operation: its derivative built as expressions.
 
+    A constant operand is passed as a number so the derivative folds
+    (``x**3`` gives ``3*x**2``); a zero partial of a traced operand is the
+    constant 0, which keeps its edge (the code generators skip it as a
+    structural zero) so a value that only feeds a predicate stays on an
+    input→output path.
+    """
 
-@_rule("sub", 2, np.subtract, aliases=("subtract",), doc="1, -1")
-def _sub(a, b, out):
-    return [Const(1.0), Const(-1.0)]
+    def partial_rule(*operands_and_out: Expr) -> list[Expr | ops.Zero]:
+        *operands, out = operands_and_out
+        args = [o.value if isinstance(o, Const) else o for o in operands]
+        active = [not isinstance(o, Const) for o in operands]
+        built = ops.partials(op.name, _BUILDER, args, out, active)
+        return [Const(0.0) if p is ops.ZERO and on else p for p, on in zip(built, active, strict=True)]
 
+    partial_rule.__name__ = f"_{op.name}_partials"
+    return partial_rule
 
-@_rule("mul", 2, np.multiply, aliases=("multiply",), doc="b, a")
-def _mul(a, b, out):
-    return [b, a]
 
-
-@_rule("div", 2, np.true_divide, aliases=("divide", "true_divide", "truediv"), doc="1/b, -out/b")
-def _div(a, b, out):
-    # -a/b**2 written as -out/b reuses the quotient already computed
-    return [1.0 / b, -out / b]
-
-
-@_rule("neg", 1, np.negative, aliases=("negative",), doc="-1")
-def _neg(a, out):
-    return [Const(-1.0)]
-
-
-@_rule("pos", 1, np.positive, aliases=("positive",), doc="1")
-def _pos(a, out):
-    return [Const(1.0)]
-
-
-@_rule("pow", 2, np.power, aliases=("power", "float_power"), doc="y*x**(y-1), log(x)*out")
-def _pow(x, y, out):
-    # y*x**(y-1) rather than y*out/x, which would fail at x = 0.  Constant
-    # folding specializes both cases: x**3 gives 3*x**2, 2**y gives
-    # 0.693...*out, and Rule.partials drops the partial of a constant operand.
-    return [y * x ** (y - 1.0), log(x) * out]
-
-
-@_rule("square", 1, np.square, doc="2*x")
-def _square(x, out):
-    return [2.0 * x]
-
-
-@_rule("reciprocal", 1, np.reciprocal, doc="-out**2")
-def _reciprocal(x, out):
-    return [-(out**2)]
-
-
-# =========================================================================== roots, exp, log
-@_rule("sqrt", 1, np.sqrt, doc="0.5/out")
-def _sqrt(x, out):
-    return [0.5 / out]
-
-
-@_rule("cbrt", 1, np.cbrt, doc="1/(3*out**2)")
-def _cbrt(x, out):
-    return [(1.0 / 3.0) / out**2]
-
-
-@_rule("exp", 1, np.exp, doc="out")
-def _exp(x, out):
-    return [out]
-
-
-@_rule("exp2", 1, np.exp2, doc="log(2)*out")
-def _exp2(x, out):
-    return [math.log(2.0) * out]
-
-
-@_rule("expm1", 1, np.expm1, doc="out + 1")
-def _expm1(x, out):
-    return [out + 1.0]
-
-
-@_rule("log", 1, np.log, doc="1/x")
-def _log(x, out):
-    return [1.0 / x]
-
-
-@_rule("log2", 1, np.log2, doc="1/(log(2)*x)")
-def _log2(x, out):
-    return [(1.0 / math.log(2.0)) / x]
-
-
-@_rule("log10", 1, np.log10, doc="1/(log(10)*x)")
-def _log10(x, out):
-    return [(1.0 / math.log(10.0)) / x]
-
-
-@_rule("log1p", 1, np.log1p, doc="1/(1 + x)")
-def _log1p(x, out):
-    return [1.0 / (1.0 + x)]
-
-
-# =========================================================================== trigonometric
-@_rule("sin", 1, np.sin, doc="cos(x)")
-def _sin(x, out):
-    return [cos(x)]
-
-
-@_rule("cos", 1, np.cos, doc="-sin(x)")
-def _cos(x, out):
-    return [-sin(x)]
-
-
-@_rule("tan", 1, np.tan, doc="1 + out**2")
-def _tan(x, out):
-    return [1.0 + out**2]
-
-
-@_rule("arcsin", 1, np.arcsin, doc="1/sqrt(1 - x**2)")
-def _arcsin(x, out):
-    return [1.0 / sqrt(1.0 - x**2)]
-
-
-@_rule("arccos", 1, np.arccos, doc="-1/sqrt(1 - x**2)")
-def _arccos(x, out):
-    return [-1.0 / sqrt(1.0 - x**2)]
-
-
-@_rule("arctan", 1, np.arctan, doc="1/(1 + x**2)")
-def _arctan(x, out):
-    return [1.0 / (1.0 + x**2)]
-
-
-@_rule("arctan2", 2, np.arctan2, doc="x/(x**2 + y**2), -y/(x**2 + y**2) for arctan2(y, x)")
-def _arctan2(y, x, out):
-    r2 = x**2 + y**2
-    return [x / r2, -y / r2]
-
-
-@_rule("hypot", 2, np.hypot, doc="a/out, b/out")
-def _hypot(a, b, out):
-    return [a / out, b / out]
-
-
-# =========================================================================== hyperbolic
-@_rule("sinh", 1, np.sinh, doc="cosh(x)")
-def _sinh(x, out):
-    return [cosh(x)]
-
-
-@_rule("cosh", 1, np.cosh, doc="sinh(x)")
-def _cosh(x, out):
-    return [sinh(x)]
-
-
-@_rule("tanh", 1, np.tanh, doc="1 - out**2")
-def _tanh(x, out):
-    return [1.0 - out**2]
-
-
-@_rule("arcsinh", 1, np.arcsinh, doc="1/sqrt(x**2 + 1)")
-def _arcsinh(x, out):
-    return [1.0 / sqrt(x**2 + 1.0)]
-
-
-@_rule("arccosh", 1, np.arccosh, doc="1/sqrt(x**2 - 1)")
-def _arccosh(x, out):
-    return [1.0 / sqrt(x**2 - 1.0)]
-
-
-@_rule("arctanh", 1, np.arctanh, doc="1/(1 - x**2)")
-def _arctanh(x, out):
-    return [1.0 / (1.0 - x**2)]
-
-
-# =========================================================================== piecewise (Iverson brackets)
-@_rule("abs", 1, np.absolute, aliases=("absolute", "fabs"), doc="sign(x)")
-def _abs(x, out):
-    return [sign(x)]
-
-
-# At a tie max(a, b) takes its derivative from a (a >= b), a fixed convention
-# that keeps the two partials summing to 1.
-@_rule("maximum", 2, np.maximum, doc="[a >= b], [a < b]")
-def _maximum(a, b, out):
-    return [ge(a, b), lt(a, b)]
-
-
-@_rule("minimum", 2, np.minimum, doc="[a <= b], [a > b]")
-def _minimum(a, b, out):
-    return [le(a, b), gt(a, b)]
-
-
-# the NaN-ignoring variants share the partials of maximum / minimum
-_rule("fmax", 2, np.fmax, doc="[a >= b], [a < b] (NaN-ignoring maximum)")(_maximum)
-_rule("fmin", 2, np.fmin, doc="[a <= b], [a > b] (NaN-ignoring minimum)")(_minimum)
-
-
-# =========================================================================== special functions
-@_rule("erf", 1, _erf, doc="2/sqrt(pi)*exp(-x**2)")
-def _erf_partial(x, out):
-    return [_TWO_OVER_SQRT_PI * exp(-(x**2))]
-
-
-@_rule("erfc", 1, _erfc, doc="-2/sqrt(pi)*exp(-x**2)")
-def _erfc_partial(x, out):
-    return [-_TWO_OVER_SQRT_PI * exp(-(x**2))]
-
-
-# =========================================================================== front ends (jacacc.jaxpr)
-# Operations a front end needs that NumPy code spells with control flow or
-# without a ufunc: predicates, a two-way select, JAX's logistic and
-# stop_gradient.  Every derivative through a predicate is zero, so a value that
-# only feeds predicates still gets its edges (partial 0, which the code
-# generator skips as a structural zero) and stays on an input→output path.
-# ``where`` and ``logistic`` are also expression functions (jacacc.expr), so
-# that the code generators print the primal program; ``stop_gradient`` is a
-# copy there.
-def _expression_function(name: str, arity: int, numpy_name: str) -> None:
-    """Teach :mod:`jacacc.expr` (and so the code generators) the function ``name``."""
-    from jacacc.expr import FUNCTIONS, NUMPY_NAMES, FunctionSpec
-
-    FUNCTIONS.setdefault(name, FunctionSpec(name, arity, "call"))
-    NUMPY_NAMES.setdefault(name, numpy_name)
-
-
-def _predicate(compare: Callable[..., Any]) -> Callable[..., Any]:
-    def forward(a: Any, b: Any) -> Any:
-        return np.where(compare(a, b), 1.0, 0.0)
-
-    forward.__name__ = compare.__name__
-    return forward
-
-
-def _zero_partials(*operands_and_out: Any) -> list[Expr]:
-    return [Const(0.0)] * (len(operands_and_out) - 1)
-
-
-# [a > b] etc. as a number (1.0 or 0.0): piecewise constant, so both partials are 0
-for _name, _compare, _symbol in (
-    ("gt", np.greater, ">"),
-    ("ge", np.greater_equal, ">="),
-    ("lt", np.less, "<"),
-    ("le", np.less_equal, "<="),
-    ("eq", np.equal, "=="),
-    ("ne", np.not_equal, "!="),
-):
-    register_rule(_name, 2, _predicate(_compare), _zero_partials,
-                  doc=f"0, 0 (the predicate [a {_symbol} b] as 1.0 or 0.0)")
-del _name, _compare, _symbol
-
-
-def _where(condition: Any, a: Any, b: Any) -> Any:
-    return np.where(np.not_equal(condition, 0.0), a, b)
-
-
-@_rule("where", 3, _where, doc="0, [c != 0], [c == 0] for where(c, a, b): a where c is nonzero, else b")
-def _where_partials(c, a, b, out):
-    from jacacc.expr import eq, ne
-
-    return [Const(0.0), ne(c, 0.0), eq(c, 0.0)]
-
-
-_expression_function("where", 3, "np.where")
-
-
-def _logistic(x: Any) -> Any:
-    from scipy.special import expit
-
-    return expit(x)
-
-
-@_rule("logistic", 1, _logistic, aliases=("expit",), doc="out*(1 - out)")
-def _logistic_partial(x, out):
-    return [out * (1.0 - out)]
-
-
-_expression_function("logistic", 1, "scipy.special.expit")
-
-
-@_rule("stop_gradient", 1, np.positive, doc="0 (the value passes, the derivative does not)")
-def _stop_gradient(x, out):
-    return [Const(0.0)]
-
-
-def _zero_value(x: Any) -> Any:
-    return np.zeros_like(np.asarray(x, dtype=float))
-
-
-# stop_gradient's complement: the value 0, the derivative 1.  A custom JVP rule is run
-# on the primal stop_gradient(x) and the tangent tangent_seed(x), so its partials are
-# the rule's; x − stop_gradient(x) would have the same derivative but be NaN at x = ±inf.
-# The code generators print it as the constant 0.
-@_rule("tangent_seed", 1, _zero_value, doc="1 (the value is 0, the derivative passes)")
-def _tangent_seed(x, out):
-    return [Const(1.0)]
+for _op in ops.iterate():
+    register_rule(_op.name, _op.arity, _op.value, _table_rule(_op), aliases=_op.aliases, doc=_op.derivative_text)
+del _op

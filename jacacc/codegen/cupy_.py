@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.codegen.base import Backend, CodePrinter, Program, register_source
 from jacacc.errors import require_extra
 from jacacc.expr import FUNCTIONS, PREC_ADD, PREC_POW, Apply, Const, Expr
@@ -33,30 +34,10 @@ __all__ = ["KERNEL_NAME", "CudaPrinter", "CupyBackend"]
 KERNEL_NAME = "jacacc_kernel"
 THREADS_PER_BLOCK = 128
 
-# CUDA's math library overloads these for float and double in C++
-_CUDA_NAMES = {
-    "sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
-    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "abs": "fabs", "erf": "erf",
-    "erfc": "erfc", "arctan2": "atan2", "hypot": "hypot", "fmax": "fmax", "fmin": "fmin",
-    "sign": "jc_sign", "square": "jc_square", "reciprocal": "jc_reciprocal",
-    "maximum": "jc_maximum", "minimum": "jc_minimum",
-    "where": "jc_where", "logistic": "jc_logistic",
-}
-
-_HELPERS = """\
-// NumPy's semantics for the operations C spells differently
-__device__ __forceinline__ real jc_sign(real a) { return a > 0 ? (real)1 : (a < 0 ? (real)-1 : a); }
-__device__ __forceinline__ real jc_square(real a) { return a * a; }
-__device__ __forceinline__ real jc_reciprocal(real a) { return (real)1 / a; }
-// np.maximum / np.minimum propagate NaN (fmax / fmin ignore it)
-__device__ __forceinline__ real jc_maximum(real a, real b) { return (a > b || a != a) ? a : b; }
-__device__ __forceinline__ real jc_minimum(real a, real b) { return (a < b || a != a) ? a : b; }
-// the front ends' rules (jacacc.rules): where(c, a, b) picks a where c is nonzero; logistic
-__device__ __forceinline__ real jc_where(real c, real a, real b) { return c != (real)0 ? a : b; }
-__device__ __forceinline__ real jc_logistic(real a) { return (real)1 / ((real)1 + exp(-a)); }
-"""
+# CUDA's math library overloads its functions for float and double in C++; the operation
+# table names them, and the helpers for what C spells differently (jacacc.ops.CUDA_HELPERS)
+_CUDA_NAMES = ops.spellings("cuda")
+_HELPERS = ops.CUDA_HELPERS
 
 
 class CudaPrinter(CodePrinter):

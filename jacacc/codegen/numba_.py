@@ -49,9 +49,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.codegen.base import Backend, CodePrinter, Program, Statement, register_source
 from jacacc.errors import RegistryError, require_extra
-from jacacc.expr import NUMPY_NAMES, PREC_ADD, PREC_NEG, Apply, Expr
+from jacacc.expr import Expr
 
 __all__ = ["NumbaBackend", "NumbaPrinter", "block_size"]
 
@@ -250,11 +251,7 @@ class NumbaPrinter(CodePrinter):
         Numba's ``fastmath`` argument, printed into every decorator.
     """
 
-    function_names: ClassVar[dict[str, str]] = {
-        **NUMPY_NAMES,
-        "erf": "math.erf",
-        "erfc": "math.erfc",
-    }
+    function_names: ClassVar[dict[str, str]] = ops.spellings("numba")
 
     def __init__(self, dtype: str = "float64", fastmath: bool | frozenset[str] = False,
                  vector_math: bool = True) -> None:
@@ -265,17 +262,6 @@ class NumbaPrinter(CodePrinter):
             self.function_names = {**self.function_names, **{f: f"_{f}" for f in VECTOR_MATH}}
         self.block = MAX_BLOCK
         self.rows: dict[str, int] = {}
-
-    def print_call(self, expr: Apply) -> str:
-        """Calls; ``where(c, a, b)`` as a conditional expression and ``logistic(x)`` as
-        ``1/(1 + exp(-x))`` (neither has a scalar NumPy function that Numba compiles)."""
-        if expr.fn == "where":
-            c, a, b = (self.parenthesize(x, PREC_ADD) for x in expr.args)
-            return f"({a} if {c} != 0.0 else {b})"
-        if expr.fn == "logistic":
-            x = self.parenthesize(expr.args[0], PREC_NEG + 1)
-            return f"(1.0 / (1.0 + {self.function_names['exp']}(-{x})))"
-        return super().print_call(expr)
 
     # ---------------------------------------------------------------- buffer rows
     def row(self, k: int) -> str:
