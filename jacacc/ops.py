@@ -20,9 +20,9 @@ rule tables, ``jax/_src/interpreters/ad.py``, and ATL's builtins):
 
 A partial that is zero is the symbolic :data:`ZERO`, never ``None``.
 
-Conventions at kinks follow JAX (and autograd): ``|x|'(0) = sign(0) = 0``,
-``relu'(0) = 0``, ``maximum``/``minimum`` split a tie ½/½, and piecewise-constant
-functions (``sign``, predicates) have derivative 0 everywhere.
+Conventions at kinks follow JAX: ``|x|'(0) = 1``, ``relu'(0) = 0``,
+``maximum``/``minimum`` split a tie ½/½, and piecewise-constant functions
+(``sign``, predicates) have derivative 0 everywhere.
 
 Examples
 --------
@@ -282,6 +282,9 @@ class Operation:
         The CUDA C++ function (a libm name or a helper in :data:`CUDA_HELPERS`).
     jax : tuple of str
         The JAX primitives that are this operation (:mod:`jacacc.jaxpr`).
+    jnp : str
+        The JAX function users call (default: ``jnp.`` or ``jax.scipy.special.``
+        with the NumPy name; empty where JAX has none).
     torch : str
         The PyTorch function (benchmark peers, :mod:`jacacc.iverson.arrays`).
     domain : str
@@ -301,6 +304,7 @@ class Operation:
     numba: str = ""
     cuda: str = ""
     jax: tuple[str, ...] = ()
+    jnp: str = ""
     torch: str = ""
     domain: str = "all reals"
     derivative_text: str = ""
@@ -365,6 +369,8 @@ def declare(name: str, arity: int, numpy: str, derivative: Derivative, **fields:
     >>> _ = OPERATIONS.pop("example_twice"), _NAMES.pop("example_twice")
     """
     fields.setdefault("numba", numpy)
+    module, _, attr = numpy.rpartition(".")
+    fields.setdefault("jnp", {"np": f"jnp.{attr}", "scipy.special": f"jax.scipy.special.{attr}"}.get(module, ""))
     op = Operation(name, arity, derivative, numpy, **fields)
     taken = [n for n in (name, *op.aliases) if n in _NAMES]
     if taken:
@@ -632,11 +638,13 @@ _unary("arctanh", "np.arctanh", lambda f, x, out: 1.0 / (1.0 - x**2), "1/(1 - x*
        jax=("atanh",), torch="torch.atanh", domain="|x| < 1")
 
 # -- piecewise: Iverson brackets, conventions at the kinks as JAX
-_unary("abs", "np.absolute", lambda f, x, out: f.sign(x), "sign(x)", aliases=("absolute", "fabs"), cuda="fabs",
-       jax=("abs",), torch="torch.abs", domain="kink at 0, where the derivative is sign(0) = 0")
+# JAX's abs JVP is select(x >= 0, t, -t): the derivative at the kink is +1
+_unary("abs", "np.absolute", lambda f, x, out: 2.0 * f.ge(x, 0.0) - 1.0, "2*[x >= 0] - 1",
+       aliases=("absolute", "fabs"), cuda="fabs", jax=("abs",), torch="torch.abs",
+       domain="kink at 0, where the derivative is +1 (as JAX)")
 _unary("sign", "np.sign", lambda f, x, out: ZERO, "0", cuda="jc_sign", jax=("sign",), torch="torch.sign",
        piecewise_constant=True, domain="jump at 0; derivative 0 everywhere (as JAX)")
-_unary("relu", "jacacc.ops.relu", lambda f, x, out: f.heaviside(x), "heaviside(x)", cuda="jc_relu",
+_unary("relu", "jacacc.ops.relu", lambda f, x, out: f.heaviside(x), "heaviside(x)", cuda="jc_relu", jnp="jax.nn.relu",
        numba="({0} if {0} > 0.0 or {0} != {0} else 0.0)",
        torch="torch.relu", domain="kink at 0, where the derivative is 0 (as jax.nn.relu)")
 _unary("heaviside", "jacacc.ops.heaviside", lambda f, x, out: ZERO, "0", cuda="jc_heaviside",
@@ -671,26 +679,29 @@ _unary("erf", "scipy.special.erf", lambda f, x, out: _TWO_OVER_SQRT_PI * f.exp(-
 _unary("erfc", "scipy.special.erfc", lambda f, x, out: -_TWO_OVER_SQRT_PI * f.exp(-(x**2)),
        "-2/sqrt(pi)*exp(-x**2)", numba="math.erfc", cuda="erfc", jax=("erfc",), torch="torch.erfc")
 _unary("logistic", "scipy.special.expit", lambda f, x, out: out * (1.0 - out), "out*(1 - out)",
-       aliases=("expit",), cuda="jc_logistic", numba="(1.0 / (1.0 + np.exp(-({0}))))", jax=("logistic",),
+       aliases=("expit",), cuda="jc_logistic", jnp="jax.nn.sigmoid", numba="(1.0 / (1.0 + np.exp(-({0}))))", jax=("logistic",),
        torch="torch.sigmoid")
 
 # -- predicates: [a > b] etc. as 1.0 or 0.0, piecewise constant
-for _name, _symbol in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!=")):
-    declare(_name, 2, f"jacacc.ops.{_name}", lambda f, a, b, out: [ZERO, ZERO], infix=_symbol, cuda=_symbol,
+for _name, _symbol, _ufunc in (("gt", ">", "greater"), ("ge", ">=", "greater_equal"), ("lt", "<", "less"),
+                               ("le", "<=", "less_equal"), ("eq", "==", "equal"), ("ne", "!=", "not_equal")):
+    declare(_name, 2, f"jacacc.ops.{_name}", lambda f, a, b, out: [ZERO, ZERO], aliases=(_ufunc,), infix=_symbol,
+            jnp=f"jnp.{_ufunc}",
+            cuda=_symbol,
             jax=(_name,), piecewise_constant=True, derivative_text="0, 0",
             domain=f"the predicate [a {_symbol} b] as 1.0 or 0.0: derivative 0 everywhere")
-del _name, _symbol
+del _name, _symbol, _ufunc
 
 # -- front ends (jacacc.jaxpr): a two-way select, stop_gradient and its complement
 declare("where", 3, "jacacc.ops.where", lambda f, c, a, b, out: [ZERO, f.ne(c, 0.0), f.eq(c, 0.0)],
-        cuda="jc_where", numba="({1} if {0} != 0.0 else {2})", jax=("select_n",), torch="torch.where",
+        cuda="jc_where", numba="({1} if {0} != 0.0 else {2})", jnp="jnp.where", jax=("select_n",), torch="torch.where",
         domain="the branch not taken has derivative 0", derivative_text="0, [c != 0], [c == 0]")
 _unary("stop_gradient", "np.positive", lambda f, x, out: ZERO, "0 (the value passes, the derivative does not)",
-       cuda="jc_positive", jax=("stop_gradient",))
+       cuda="jc_positive", jnp="jax.lax.stop_gradient", jax=("stop_gradient",))
 # A custom JVP rule is run on the primal stop_gradient(x) and the tangent tangent_seed(x), so
 # its partials are the rule's; x − stop_gradient(x) would have the derivative but be NaN at ±inf.
 _unary("tangent_seed", "jacacc.ops.zero_value", lambda f, x, out: 1.0, "1 (the value is 0, the derivative passes)",
-       cuda="jc_zero")
+       cuda="jc_zero", jnp="")
 
 
 #: CUDA C++ device helpers for the operations C spells differently (``real`` is the kernel's float type)

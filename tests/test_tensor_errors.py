@@ -17,19 +17,8 @@ M3 = np.array([[1.0, 0.2, 0.0], [0.1, 2.0, 0.3], [0.0, 0.4, 1.5]])
 
 # ---------------------------------------------------------------------------- unsupported operations
 UNSUPPORTED = [
-    ("np.linalg.inv", lambda A: np.sum(np.linalg.inv(A)), M3, ["inv"]),
-    ("np.sort", lambda x: np.sum(np.sort(x)), x3, ["sort"]),
-    ("indexing x[0]", lambda x: x[0], x3, ["indexing", "0"]),
-    ("slicing x[1:]", lambda x: np.sum(x[1:]), x3, ["indexing", "slice"]),
-    ("np.maximum of two traced arrays", lambda x: np.sum(np.maximum(x, 2 * x)), x3, ["maximum", "two traced"]),
-    ("np.arctan", lambda x: np.sum(np.arctan(x)), x3, ["arctan"]),
-    ("np.greater", lambda x: np.sum(np.greater(x, 0)), x3, ["greater"]),
-    ("np.mean", lambda x: np.mean(x), x3, ["mean"]),
-    ("np.reshape", lambda x: np.sum(np.reshape(x, (3, 1))), x3, ["reshape"]),
-    ("np.concatenate", lambda x: np.sum(np.concatenate([x, x])), x3, ["concatenate"]),
     ("np.add.reduce", lambda x: np.add.reduce(x), x3, ["add", "reduce"]),
     ("ufunc with out=", lambda x: np.sum(np.exp(x, out=np.empty(3))), x3, ["exp", "out"]),
-    ("np.sum keepdims", lambda x: np.sum(np.sum(x, keepdims=True)), x3, ["sum", "keepdims"]),
     ("np.einsum interleaved", lambda x: np.einsum(x, [0], []), x3, ["einsum", "interleaved"]),
     ("np.einsum dtype/out", lambda x: np.einsum("i->", x, dtype=float), x3, ["einsum", "dtype"]),
     ("np.diag offset", lambda x: np.sum(np.diag(x, 1)), x3, ["diag", "offset"]),
@@ -37,16 +26,13 @@ UNSUPPORTED = [
     ("np.outer of a matrix", lambda x: np.sum(np.outer(np.outer(x, x), x)), x3, ["outer", "(3, 3)"]),
     ("np.matmul with a scalar", lambda x: np.sum(np.sum(x) @ x), x3, ["matmul", "scalar"]),
     ("np.matmul misaligned", lambda x: np.sum(x @ np.ones((4, 2))), x3, ["matmul", "(3,)", "(4, 2)", "align"]),
-    ("np.matmul broadcast batch", lambda x: np.sum(np.einsum("i,j,k->ijk", x, x, x) @ np.ones((3, 2))), x3,
-     ["matmul", "(3, 3, 3)", "(3, 2)"]),
     ("float()", lambda x: float(np.sum(x)) * x, x3, ["float"]),
     ("truth value", lambda x: x if np.sum(x) else -x, x3, ["truth value"]),
     ("complex constant", lambda x: np.sum(x * (1 + 2j)), x3, ["complex"]),
-    ("comparison x > 0", lambda x: np.sum(x * (x > 0)), x3, ["comparison", ">"]),
-    ("comparison x <= 0", lambda x: np.sum(x * (x <= 0)), x3, ["comparison", "<="]),
-    ("comparison x == 0", lambda x: np.sum(x) if x == 0 else np.sum(-x), x3, ["comparison", "=="]),
-    ("ndarray.reshape", lambda x: np.sum(x.reshape(3, 1)), x3, ["ndarray.reshape"]),
-    ("ndarray.mean", lambda x: x.mean(), x3, ["ndarray.mean"]),
+    ("comparison steering control flow", lambda x: np.sum(x) if x == 0 else np.sum(-x), x3, ["truth value"]),
+    ("np.linalg.svd", lambda x: np.sum(np.linalg.svd(np.outer(x, x))[1]), x3, ["np.linalg.svd"]),
+    ("np.fft.fft", lambda x: np.sum(np.fft.fft(x).real), x3, ["np.fft.fft"]),
+    ("logical and of values", lambda x: np.sum(x & x), x3, ["logical_and", "comparison"]),
     ("negative constant base", lambda x: np.sum((-2.0) ** x), x3, ["power", "-2", "not positive"]),
     ("zero constant base", lambda x: np.sum(0.0 ** x), x3, ["power", "0", "not positive"]),
 ]
@@ -64,9 +50,9 @@ def test_unsupported_operation_is_refused_by_name(case, transform):
 
 
 def test_unsupported_operation_from_vjp_jvp_and_derivative_expression():
-    f = lambda A: np.sum(np.linalg.inv(A))  # noqa: E731
+    f = lambda A: np.sum(np.linalg.svd(A)[1])  # noqa: E731
     for call in (lambda: jt.vjp(f, M3), lambda: jt.jvp(f, (M3,), (M3,)), lambda: jt.derivative_expression(f, M3)):
-        with pytest.raises(UnsupportedOperationError, match="inv"):
+        with pytest.raises(UnsupportedOperationError, match="svd"):
             call()
 
 

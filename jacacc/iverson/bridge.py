@@ -375,6 +375,22 @@ def _power(x: Expr, n: int, names: Iterator[str]) -> Expr:
     return value
 
 
+#: elementwise functions of two operands in iverson's vocabulary.  ``max(a, b) = a + relu(b − a)``
+#: has the value of ``np.maximum`` but relu's kink convention: at a tie the whole derivative
+#: goes to ``a`` (jacacc.ops splits it ½/½ as JAX); the two agree everywhere else.
+_BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
+    "maximum": lambda a, b: a + relu(b - a),
+    "minimum": lambda a, b: a - relu(a - b),
+    "gt": lambda a, b: bracket(a > b),
+    "ge": lambda a, b: bracket(a >= b),
+    "lt": lambda a, b: bracket(a < b),
+    "le": lambda a, b: bracket(a <= b),
+    # iverson compares data with < <= > >= only ("==" on expressions is structural)
+    "eq": lambda a, b: bracket(a >= b) - bracket(a > b),
+    "ne": lambda a, b: 1.0 - (bracket(a >= b) - bracket(a > b)),
+}
+
+
 def _scalar_function(name: str, p: float | None, x: Expr, names: Iterator[str]) -> Expr:
     """The elementwise function ``name`` (parameter ``p``) of one scalar, in iverson's vocabulary
     (``names``: fresh names for the scalar ``let`` of a large power)."""
@@ -534,6 +550,12 @@ def _translate(node: Tensor, args: list[_Lazy], const_names: Iterator[str], scal
         return _Lazy(shape, add_read)
     if node.kind == "unary":
         name, p = node.param
+        if len(args) == 2 and name in _BINARY:
+            first, second = args
+            return _Lazy(shape, lambda idx, scope: _BINARY[name](first.read(idx, scope), second.read(idx, scope)))
+        if len(args) != 1:
+            raise UnsupportedOperationError(f"the elementwise function {name!r} of {len(args)} operands has no "
+                                            "translation to jacacc.iverson")
         (arg,) = args
         if name not in _DIRECT and name not in _DERIVED:  # refuse now, not at the first read
             raise UnsupportedOperationError(f"the elementwise function {name!r} has no translation to "

@@ -308,7 +308,7 @@ class Program:
                 values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
             elif kind == "unary":
                 fn, p = op
-                values[k] = fn(xp, values[args[0]], p)
+                values[k] = fn(xp, *(values[a] for a in args), p)
             elif kind == "op":
                 values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)
             else:

@@ -16,8 +16,9 @@ Five kinds of node make up every expression jacacc traces or derives:
 ``add``
     The sum of tensors of one shape.
 ``unary``
-    An elementwise unary function (``exp``, ``log``, ``pow`` with a constant
-    exponent, ``shift`` = adding a constant, ...).
+    An elementwise function of the operation table (:mod:`jacacc.ops`:
+    ``exp``, ``log``, ``maximum`` of two operands, ``where`` of three …), or
+    ``pow`` with a constant exponent, ``shift`` = adding a constant.
 
 Nodes are immutable and *hash-consed*: building a node equal to a live one
 returns that node, so common subexpressions are shared without a separate
@@ -46,30 +47,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "flops_of", "nodes_of", "ones", "scale",
+from jacacc import ops
+
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "ones", "scale",
            "symbol", "unary", "var", "zeros"]
 
 Shape = tuple[int, ...]
 
-# elementwise functions: name -> numpy implementation (``p`` the parameter of pow / shift)
+def _table_function(op: ops.Operation) -> Any:
+    def evaluate(xp: Any, *args: Any) -> Any:
+        return op.array_value(xp, *args[:-1])  # the last argument is the node's parameter, unused
+
+    return evaluate
+
+
+# elementwise functions: name -> implementation ``f(xp, *arrays, p)`` on NumPy or CuPy arrays: every
+# operation of the table (jacacc.ops), and the tensor level's two with a constant parameter ``p``
 UNARY: dict[str, Any] = {
-    "exp": lambda xp, a, p: xp.exp(a),
-    "log": lambda xp, a, p: xp.log(a),
-    "log1p": lambda xp, a, p: xp.log1p(a),
-    "sqrt": lambda xp, a, p: xp.sqrt(a),
-    "sin": lambda xp, a, p: xp.sin(a),
-    "cos": lambda xp, a, p: xp.cos(a),
-    "tanh": lambda xp, a, p: xp.tanh(a),
-    "abs": lambda xp, a, p: xp.abs(a),
-    "relu": lambda xp, a, p: xp.maximum(a, 0),
-    "sign": lambda xp, a, p: xp.sign(a),
-    "heaviside": lambda xp, a, p: (a > 0).astype(a.dtype),
-    "reciprocal": lambda xp, a, p: 1 / a,
-    "pow": lambda xp, a, p: a**p,
-    "shift": lambda xp, a, p: a + p,
+    **{op.name: _table_function(op) for op in ops.iterate()},
+    "pow": lambda xp, a, p: a**p,  # the table's pow with the constant exponent p
+    "shift": lambda xp, a, p: a + p,  # the table's add with the constant p
 }
-# unary functions whose derivative is zero wherever it exists
-PIECEWISE_CONSTANT = frozenset({"sign", "heaviside"})
+# elementwise functions whose derivative is zero wherever it exists
+PIECEWISE_CONSTANT = frozenset(op.name for op in ops.iterate() if op.piecewise_constant)
 
 _INTERN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _SERIAL = itertools.count()
@@ -316,7 +316,7 @@ def add(*terms: Tensor) -> Tensor:
 def unary(name: str, a: Tensor, p: float | None = None) -> Tensor:
     """Elementwise ``name`` of ``a`` (``p``: the exponent of ``pow``, the constant of ``shift``)."""
     if name not in UNARY:
-        raise ValueError(f"unknown elementwise function {name!r}; known: {', '.join(UNARY)}")
+        raise ValueError(f"unknown elementwise function {name!r}")
     if name == "pow":
         if p == 1:
             return a
@@ -326,8 +326,41 @@ def unary(name: str, a: Tensor, p: float | None = None) -> Tensor:
         return a
     param = (name, None if p is None else float(p))
     if a.kind == "const" and a.size <= FOLD_LIMIT:
-        return const(UNARY[name](np, a.value, param[1]))
+        with np.errstate(all="ignore"):
+            return const(UNARY[name](np, a.value, param[1]))
     return _intern("unary", a.shape, (a,), param)
+
+
+def elementwise(name: str, *args: Tensor) -> Tensor:
+    """The operation ``name`` of the table (:mod:`jacacc.ops`) applied elementwise to ``args``.
+
+    Operands of one shape; a scalar constant is broadcast to it.  A unary
+    operation is :func:`unary`.
+
+    Examples
+    --------
+    >>> a, b = var("a", (3,)), var("b", (3,))
+    >>> print(elementwise("maximum", a, b))
+    maximum(a, b)
+    """
+    if len(args) == 1:
+        return unary(name, args[0])
+    op = ops.get(name)
+    if len(args) != op.arity:
+        raise ValueError(f"{op.name} takes {op.arity} operand(s), got {len(args)}")
+    shape = next((a.shape for a in args if a.ndim), ())
+    if any(a.shape not in ((), shape) for a in args):
+        raise ValueError(f"{op.name}: operand shapes {[a.shape for a in args]} differ")
+    if all(a.kind == "const" for a in args) and math.prod(shape) <= FOLD_LIMIT:
+        with np.errstate(all="ignore"):
+            return const(np.broadcast_to(op.value(*(a.value for a in args)), shape).copy())
+    args = tuple(a if a.shape == shape else _broadcast_scalar_node(a, shape) for a in args)
+    return _intern("unary", shape, args, (op.name, None))
+
+
+def _broadcast_scalar_node(a: Tensor, shape: Shape) -> Tensor:
+    labels = _letters(len(shape))
+    return einsum(f",{labels}->{labels}", a, ones(shape))
 
 
 # ---------------------------------------------------------------------------- walking, costing
@@ -591,7 +624,7 @@ def render(root: Tensor) -> str:
             t = " + ".join(wrap(a) for a in node.args)
         elif node.kind == "unary":
             name, p = node.param
-            inner = text[id(node.args[0])]
+            inner = ", ".join(text[id(a)] for a in node.args)
             t = f"{name}({inner})" if p is None else f"{name}[{p:g}]({inner})"
         elif node.kind == "op":
             t = _operator_text(node, [text[id(a)] for a in node.args])

@@ -27,53 +27,72 @@ from typing import Any
 
 import networkx as nx
 
+from jacacc import ops
 from jacacc.graph import CompGraph
-from jacacc.tensor.expr import PIECEWISE_CONSTANT, Tensor, const, einsum, nodes_of, scale, unary
+from jacacc.tensor.expr import Tensor, add, const, einsum, elementwise, nodes_of, scale, unary
 from jacacc.tensor.factor import Factor
 from jacacc.tensor.linear import LinearPartial, OperatorPartial, Partial, add_partials, chain, sum_of_partials
 
-__all__ = ["FactorAlgebra", "TensorGraph", "elementwise_derivative", "local_partials", "register_partial", "tensor_graph"]
+__all__ = ["FactorAlgebra", "TensorBuilder", "TensorGraph", "elementwise_derivatives", "local_partials", "register_partial", "tensor_graph"]
 
 Edge = tuple[Hashable, Hashable]
 PartialRule = Callable[[Tensor, int], Partial | None]
 
 
 # ---------------------------------------------------------------------------- local partials
-def elementwise_derivative(node: Tensor) -> Tensor | None:
-    """``f'(A)`` of an elementwise node ``C = f(A)`` as an expression (``None``: zero).
+class TensorBuilder:
+    """The operation table's builder (:class:`jacacc.ops.Builder`) for tensor expressions.
 
-    Written with the nodes already there (``exp' = C``, ``tanh' = 1 − C²``), so
-    the derivative reuses the function's values.
+    Values are nodes of the elementwise node's shape or scalar constants; a
+    product with a scalar constant is a scaling, a sum with one a shift, any
+    other product the elementwise generic multiplication ``A *(s,s,s) B``.
     """
-    (a,) = node.args
+
+    def constant(self, value: float) -> Tensor:
+        return const(value)
+
+    def add(self, a: Tensor, b: Tensor) -> Tensor:
+        if b.is_scalar_const() and a.ndim:
+            a, b = b, a
+        if a.is_scalar_const() and b.ndim:
+            return unary("shift", b, float(a.value))
+        return add(a, b)
+
+    def multiply(self, a: Tensor, b: Tensor) -> Tensor:
+        if b.is_scalar_const():
+            a, b = b, a
+        if a.is_scalar_const():
+            return scale(float(a.value), b)
+        letters = _letters(max(a.ndim, b.ndim))
+        return einsum(f"{letters},{letters}->{letters}", a, b)
+
+    def divide(self, a: Tensor, b: Tensor) -> Tensor:
+        return self.multiply(a, unary("reciprocal", b))
+
+    def power(self, a: Tensor, exponent: float) -> Tensor:
+        return unary("reciprocal", a) if exponent == -1.0 else unary("pow", a, exponent)
+
+    def call(self, name: str, args: Sequence[Tensor]) -> Tensor:
+        return elementwise(name, *args)
+
+
+_BUILDER = TensorBuilder()
+
+
+def elementwise_derivatives(node: Tensor) -> list[Tensor | ops.Zero]:
+    """``∂C/∂A_k`` of an elementwise node ``C = f(A_1, …)``, one per operand, as expressions.
+
+    The derivatives are the operation table's (:mod:`jacacc.ops`), built with
+    the nodes already there (``exp' = C``, ``tanh' = 1 − C²``) so they reuse
+    the function's values; :data:`~jacacc.ops.ZERO` where a partial is zero.
+    ``pow`` and ``shift`` carry their constant second operand in the node.
+    """
     name, p = node.param
-    if name in PIECEWISE_CONSTANT:
-        return None
-    if name == "exp":
-        return node
-    if name == "log":
-        return unary("reciprocal", a)
-    if name == "log1p":
-        return unary("reciprocal", unary("shift", a, 1.0))
-    if name == "sqrt":
-        return scale(0.5, unary("reciprocal", node))
-    if name == "sin":
-        return unary("cos", a)
-    if name == "cos":
-        return scale(-1.0, unary("sin", a))
-    if name == "tanh":
-        return unary("shift", scale(-1.0, unary("pow", node, 2.0)), 1.0)
-    if name == "abs":
-        return unary("sign", a)
-    if name == "relu":
-        return unary("heaviside", a)
-    if name == "reciprocal":
-        return scale(-1.0, unary("pow", node, 2.0))
     if name == "pow":
-        return scale(p, unary("pow", a, p - 1.0))
+        return ops.partials("pow", _BUILDER, (node.args[0], p), node)[:1]
     if name == "shift":
-        return const(1.0)
-    raise ValueError(f"no derivative rule for the elementwise function {name!r}")
+        return ops.partials("add", _BUILDER, (node.args[0], p), node)[:1]
+    return ops.partials(name, _BUILDER, node.args, node, active=[True] * len(node.args))
 
 
 def _letters(n: int) -> str:
@@ -98,8 +117,8 @@ def _add_partial(node: Tensor, k: int) -> Factor:
 
 
 def _unary_partial(node: Tensor, k: int) -> Factor | None:
-    derivative = elementwise_derivative(node)
-    if derivative is None:
+    derivative = elementwise_derivatives(node)[k]
+    if derivative is ops.ZERO:
         return None
     letters = _letters(node.ndim)
     labels = letters if derivative.ndim else ""

@@ -28,12 +28,14 @@ import functools
 import inspect
 import itertools
 import numbers
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor
@@ -138,10 +140,9 @@ class Traced:
         return _elementwise("abs", self)
 
     def _compare(self, other: Any, symbol: str) -> Any:
-        # A comparison's result is piecewise-constant data-dependent control flow.
-        raise UnsupportedOperationError(f"the comparison {symbol} on a traced tensor is not supported by "
-                                        "jacacc.tensor (its derivative is zero almost everywhere and its value "
-                                        "steers data-dependent control flow); np.maximum(x, 0) gives ReLU")
+        # a comparison is a piecewise-constant elementwise function (1.0 / 0.0, derivative 0): it
+        # may select (np.where) or mask, never steer Python control flow (__bool__ refuses)
+        return _mask(_binary_elementwise(_PREDICATES[symbol], self, other))
 
     def __lt__(self, other: Any) -> Any:
         return self._compare(other, "<")
@@ -161,7 +162,20 @@ class Traced:
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
         return self._compare(other, "!=")
 
-    __hash__ = object.__hash__  # identity, as before __eq__ was refused
+    __hash__ = object.__hash__  # identity: == builds a predicate
+
+    def __and__(self, other: Any) -> Traced:
+        return _logical("logical_and", self, other)
+
+    __rand__ = __and__
+
+    def __or__(self, other: Any) -> Traced:
+        return _logical("logical_or", self, other)
+
+    __ror__ = __or__
+
+    def __invert__(self) -> Traced:
+        return _logical("logical_not", self)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes Traced lacks: name the ndarray method the
@@ -401,15 +415,73 @@ def _elementwise(name: str, x: Any) -> Traced:
     return Traced(E.unary(name, _node(x)))
 
 
-def _maximum(x: Any, y: Any) -> Traced:
+def _binary_elementwise(name: str, x: Any, y: Any) -> Traced:
+    """The table operation ``name`` of two operands, broadcast by NumPy's rules (a constant scalar stays one)."""
     a, b = _node(x), _node(y)
-    c = _scalar_value(b) if _scalar_value(a) is None else _scalar_value(a)
-    other = a if _scalar_value(a) is None else b
-    if c is None:
-        raise UnsupportedOperationError("np.maximum of two traced tensors is not supported by jacacc.tensor; "
-                                        "np.maximum(x, c) with a constant scalar c (ReLU for c = 0) is")
-    # max(x, c) = relu(x - c) + c
-    return Traced(E.unary("shift", E.unary("relu", E.unary("shift", other, -c)), c))
+    shape = _result_shape(name, a, b)
+    a, b = (n if n.is_scalar_const() else _broadcast_to(n, shape) for n in (a, b))
+    return Traced(E.elementwise(name, a, b))
+
+
+_PREDICATES = {">": "gt", ">=": "ge", "<": "lt", "<=": "le", "==": "eq", "!=": "ne"}
+
+
+#: nodes whose entries are 1.0 or 0.0: comparisons and logical combinations of them
+_MASKS: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+
+def _is_mask(node: Tensor) -> bool:
+    if node.kind == "const":
+        return bool(np.all((node.value == 0) | (node.value == 1)))
+    return node in _MASKS
+
+
+def _mask(result: Traced) -> Traced:
+    _MASKS.add(result.node)
+    return result
+
+
+def _logical(name: str, *operands: Any) -> Traced:
+    """``&``, ``|``, ``~`` of masks (comparisons of traced arrays): product, maximum, 1 − m."""
+    nodes = [_node(x) for x in operands]
+    if not all(map(_is_mask, nodes)):
+        raise UnsupportedOperationError(f"np.{name} of a traced array that is not a comparison result is not "
+                                        "supported by jacacc.tensor")
+    if name == "logical_not":
+        return _mask(Traced(E.unary("shift", E.scale(-1.0, nodes[0]), 1.0)))
+    if name == "logical_and":
+        return _mask(Traced(_elementwise_product(*nodes, "logical_and")))
+    return _mask(_binary_elementwise("maximum", *nodes))
+
+
+@register_function(np.where)
+def _where(condition: Any, x: Any = None, y: Any = None) -> Traced:
+    """``np.where(c, x, y)``: the table's ``where``; the branch not taken has derivative 0."""
+    if x is None or y is None:
+        raise UnsupportedOperationError("np.where with one argument (the indices of nonzeros) has a data-dependent "
+                                        "shape; jacacc.tensor supports np.where(condition, x, y)")
+    c, a, b = _node(condition), _node(x), _node(y)
+    shape = tuple(np.broadcast_shapes(c.shape, a.shape, b.shape))
+    c, a, b = (n if n.is_scalar_const() else _broadcast_to(n, shape) for n in (c, a, b))
+    return Traced(E.elementwise("where", c, a, b))
+
+
+@register_function(np.clip)
+def _clip(x: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Traced:
+    """``np.clip`` as ``minimum(maximum(x, lo), hi)``, as jax.numpy.clip (ties at a bound split ½/½)."""
+    lo, hi = kwargs.pop("min", a_min), kwargs.pop("max", a_max)
+    if out is not None or kwargs:
+        raise UnsupportedOperationError(f"np.clip with {', '.join(['out'] * (out is not None) + list(kwargs))} is "
+                                        "not supported by jacacc.tensor")
+    result = Traced(_node(x))
+    if lo is not None:
+        result = _binary_elementwise("maximum", result, lo)
+    if hi is not None:
+        result = _binary_elementwise("minimum", result, hi)
+    return result
+
+
+register_method("clip")(lambda self, *args, **kwargs: _clip(self, *args, **kwargs))
 
 
 def _ufunc_negative(x: Any) -> Traced:
@@ -427,21 +499,28 @@ _UFUNCS.update({
     "divide": lambda x, y: _binary("divide", x, y),
     "true_divide": lambda x, y: _binary("divide", x, y),
     "power": _power,
+    "float_power": _power,
     "negative": _ufunc_negative,
     "positive": lambda x: Traced(_node(x)),
     "square": _ufunc_square,
-    "reciprocal": lambda x: _elementwise("reciprocal", x),
-    "exp": lambda x: _elementwise("exp", x),
-    "log": lambda x: _elementwise("log", x),
-    "log1p": lambda x: _elementwise("log1p", x),
-    "sqrt": lambda x: _elementwise("sqrt", x),
-    "sin": lambda x: _elementwise("sin", x),
-    "cos": lambda x: _elementwise("cos", x),
-    "tanh": lambda x: _elementwise("tanh", x),
-    "absolute": lambda x: _elementwise("abs", x),
-    "maximum": _maximum,
     "matmul": lambda x, y: _matmul(x, y),
 })
+
+
+def _register_table_ufuncs() -> None:
+    """Every operation of the table (jacacc.ops) under its NumPy (and SciPy) ufunc names, except the
+    arithmetic above, which builds products, sums and scalings rather than elementwise nodes."""
+    for op in ops.iterate():
+        if op.arity not in (1, 2) or op.name == "pow":  # pow: _power (a constant exponent is a parameter)
+            continue
+        for name in (op.name, *op.aliases):
+            if name in _UFUNCS:  # keys are ufunc names (NumPy's and scipy.special's): others are never looked up
+                continue
+            _UFUNCS[name] = functools.partial(_elementwise, op.name) if op.arity == 1 else \
+                functools.partial(_binary_elementwise, op.name)
+
+
+_register_table_ufuncs()
 
 
 # ---------------------------------------------------------------------------- products and contractions

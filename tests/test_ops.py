@@ -1,0 +1,241 @@
+"""The operation table (jacacc.ops): every operation in every representation that carries it.
+
+Each operation's derivative is written once, in jacacc/ops.py; these tests run it
+through each builder — plain numbers, the scalar tracer's expressions
+(jacacc.rules), the tensor level (jacacc.tensor, first and second derivatives) —
+and compare with central differences of the operation's value and with JAX's
+derivative of the operation's JAX spelling.  The Iverson and elementwise languages
+are checked in tests/test_ops_iverson_elementwise.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+from jacacc import ops
+from jacacc.codegen.cupy_ import CudaPrinter
+from jacacc.expr import Apply, Var
+from jacacc.tracer import apply_rule, trace
+
+#: operations whose value is the identity or zero: the front ends' plumbing, checked in test_trace
+PLUMBING = {"stop_gradient", "tangent_seed", "pos"}
+TABLE = [op.name for op in ops.iterate() if op.name not in PLUMBING]
+
+
+def points(name: str, arity: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Operands inside the operation's domain, away from kinks and poles."""
+    n = 5
+    if name in ("log", "log2", "log10", "sqrt", "reciprocal", "cbrt", "div"):
+        return [rng.uniform(0.3, 2.0, n) * (1 if k == 0 or name != "div" else rng.choice([-1, 1], n))
+                for k in range(arity)]
+    if name == "pow":
+        return [rng.uniform(0.3, 2.0, n), rng.uniform(-2.0, 2.0, n)]
+    if name == "arccosh":
+        return [rng.uniform(1.2, 3.0, n)]
+    if name in ("arcsin", "arccos", "arctanh", "log1p"):
+        return [rng.uniform(-0.8, 0.8, n)]
+    if name == "where":
+        return [rng.choice([0.0, 1.0], n), rng.normal(size=n), rng.normal(size=n)]
+    if name in ("maximum", "minimum", "fmax", "fmin", "gt", "ge", "lt", "le", "eq", "ne"):
+        a = rng.normal(size=n)
+        return [a, a + rng.choice([-1.0, 1.0], n) * rng.uniform(0.2, 1.0, n)]  # no ties
+    if name in ("abs", "sign", "relu", "heaviside"):
+        return [rng.choice([-1.0, 1.0], n) * rng.uniform(0.2, 1.5, n)]
+    return [rng.uniform(-1.5, 1.5, n) for _ in range(arity)]
+
+
+class NumberBuilder:
+    """Values are NumPy arrays: the table's derivatives evaluated at a point."""
+
+    def constant(self, value):
+        return np.float64(value)
+
+    def add(self, a, b):
+        return a + b
+
+    def multiply(self, a, b):
+        return a * b
+
+    def power(self, a, exponent):
+        return a**exponent
+
+    def call(self, name, args):
+        return ops.get(name).value(*args)
+
+
+def table_partials(name: str, args: list[np.ndarray]) -> list[np.ndarray]:
+    op = ops.get(name)
+    out = op.value(*args)
+    built = ops.partials(name, NumberBuilder(), args, out, active=[True] * op.arity)
+    return [np.zeros_like(args[0]) if p is ops.ZERO else np.broadcast_to(p, args[0].shape) for p in built]
+
+
+def central_differences(name: str, args: list[np.ndarray], k: int, h: float = 1e-6) -> np.ndarray:
+    op = ops.get(name)
+    up = [a + h if m == k else a for m, a in enumerate(args)]
+    down = [a - h if m == k else a for m, a in enumerate(args)]
+    return (op.value(*up) - op.value(*down)) / (2 * h)
+
+
+@pytest.mark.parametrize("name", TABLE)
+def test_derivative_matches_central_differences(name):
+    op = ops.get(name)
+    args = points(name, op.arity, np.random.default_rng(0))
+    for k, partial in enumerate(table_partials(name, args)):
+        if name == "where" and k == 0:
+            continue  # the condition: piecewise constant, no finite difference across 0/1
+        np.testing.assert_allclose(partial, central_differences(name, args, k), rtol=1e-6, atol=1e-8,
+                                   err_msg=f"{name}, operand {k}")
+
+
+def _jax_function(op: ops.Operation):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    if not op.jnp:
+        pytest.skip(f"{op.name} has no JAX spelling")
+    module, _, attr = op.jnp.rpartition(".")
+    module = {"jnp": "jax.numpy"}.get(module, module)
+    return jax, getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize("name", TABLE)
+def test_derivative_matches_jax(name):
+    op = ops.get(name)
+    jax, f = _jax_function(op)
+    args = points(name, op.arity, np.random.default_rng(1))
+    mine = table_partials(name, args)
+    for k in range(op.arity):
+        if name == "where" and k == 0:
+            continue
+        theirs = jax.vmap(jax.grad(lambda *a, k=k: f(*a).astype(float), argnums=k))(*args)
+        np.testing.assert_allclose(mine[k], theirs, rtol=1e-12, atol=1e-14, err_msg=f"{name}, operand {k}")
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "abs", "relu", "sign"])
+def test_kink_conventions_are_jax_s(name):
+    op = ops.get(name)
+    jax, f = _jax_function(op)
+    args = [np.zeros(1)] * op.arity
+    mine = table_partials(name, args)
+    for k in range(op.arity):
+        theirs = jax.grad(lambda *a, k=k: f(*a)[0], argnums=k)(*args)
+        np.testing.assert_array_equal(mine[k], theirs)
+
+
+@pytest.mark.parametrize("name", TABLE)
+def test_scalar_rules_carry_the_table(name):
+    """The traced scalar graph of ``name`` has the table's partials on its edges."""
+    op = ops.get(name)
+    args = points(name, op.arity, np.random.default_rng(2))
+    traced = trace(lambda *x: apply_rule(name, *x), op.arity, unpack=True)
+    expected = table_partials(name, args)
+    for i in range(len(args[0])):
+        jac = traced.reference_jacobian([a[i] for a in args])
+        np.testing.assert_allclose(jac[0], [p[i] for p in expected], rtol=1e-13, atol=1e-15, err_msg=name)
+
+
+#: how each operation is reached in NumPy code that jacacc.tensor traces
+TENSOR_SPELLING = {"gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal, "eq": np.equal,
+                   "ne": np.not_equal, "div": np.divide, "sub": np.subtract, "mul": np.multiply, "add": np.add,
+                   "neg": np.negative, "abs": np.abs}
+
+
+def _tensor_function(name: str):
+    if name in TENSOR_SPELLING:
+        return TENSOR_SPELLING[name]
+    function = getattr(np, name, None)
+    if isinstance(function, np.ufunc):
+        return function
+    if name == "logistic":
+        import scipy.special
+
+        return scipy.special.expit
+    if name == "erf" or name == "erfc":
+        import scipy.special
+
+        return getattr(scipy.special, name)
+    if name == "where":
+        return np.where
+    return None
+
+
+@pytest.mark.parametrize("name", TABLE)
+def test_tensor_level_first_and_second_derivatives_match_jax(name):
+    op = ops.get(name)
+    g = _tensor_function(name)
+    if g is None:
+        pytest.skip(f"{name} is reached in jacacc.tensor through another operation")
+    jax, f = _jax_function(op)
+    jnp = importlib.import_module("jax.numpy")
+    args = points(name, op.arity, np.random.default_rng(3))
+    # a function of one vector: each operand a shift of it, so Hessians mix operands; where's
+    # condition is a constant mask
+    x = args[-1]
+    shifts = [a - x for a in args]
+
+    def operands(x):
+        return [args[0] > 0.5 if name == "where" and k == 0 else x + s for k, s in enumerate(shifts)]
+
+    def ours(x):
+        return np.sum(np.tanh(x) * g(*operands(x)))
+
+    def theirs(x):
+        return jnp.sum(jnp.tanh(x) * f(*operands(x)).astype(float))
+
+    for mode in ("forward", "reverse", "cross_country"):
+        np.testing.assert_allclose(jt.grad(ours, mode=mode)(x), jax.grad(theirs)(x), rtol=1e-9, atol=1e-12,
+                                   err_msg=f"{name} {mode}")
+        np.testing.assert_allclose(jt.hessian(ours, mode=mode)(x), jax.hessian(theirs)(x), rtol=1e-9, atol=1e-11,
+                                   err_msg=f"{name} {mode}")
+
+
+def test_every_operation_prints_as_cuda_and_compiles():
+    """One expression using every operation of the table, printed by the CUDA printer from the table's
+    spellings and helpers; compiled with nvcc --ptx where nvcc exists."""
+    printer = CudaPrinter("float64")
+    variables = [Var(f"v{k}") for k in range(3)]
+    lines = []
+    for op in ops.iterate():
+        if op.name in PLUMBING:
+            continue
+        text = printer.doprint(Apply(op.name, tuple(variables[: op.arity])))
+        lines.append(f"    acc += {text};")
+    source = "\n".join(["typedef double real;", ops.CUDA_HELPERS,
+                        "extern \"C\" __global__ void every_op(const real* x, real* out) {",
+                        "    real v0 = x[0], v1 = x[1], v2 = x[2], acc = 0;", *lines, "    out[0] = acc;", "}"])
+    assert all(op.cuda for op in ops.iterate())
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: the source is printed, not compiled")
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "every_op.cu"
+        path.write_text(source)
+        result = subprocess.run([nvcc, "--ptx", str(path), "-o", str(Path(tmp) / "every_op.ptx")],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr + "\n" + source
+
+
+def test_zero_is_one_object_and_falsy():
+    assert ops.Zero() is ops.ZERO and not ops.ZERO
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ops.ZERO)) is ops.ZERO
+
+
+def test_unknown_operation_is_refused_by_name():
+    with pytest.raises(Exception, match="'floor'"):
+        ops.get("floor")
+
+
+def test_declaring_a_taken_name_is_refused():
+    with pytest.raises(Exception, match="already declared"):
+        ops.declare("exp", 1, "np.exp", lambda f, x, out: [out])
