@@ -146,15 +146,10 @@ _OPERATORS: dict[str, Callable[..., Any]] = {
     "neg": lambda a: -a,
     "pos": lambda a: a,
 }
-_JAX_NAMES = {"abs": "abs", "erf": "jax.scipy.special.erf", "erfc": "jax.scipy.special.erfc"}
-_TORCH_NAMES = {
-    "abs": "abs", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
-    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "erf": "special.erf",
-    "erfc": "special.erfc", "maximum": "maximum", "minimum": "minimum",
-}
 
 
 def _namespace_function(lib: Any, spelled: str) -> Callable[..., Any]:
+    """``lib.a.b`` for ``spelled = "a.b"``."""
     obj = lib
     for part in spelled.split("."):
         obj = getattr(obj, part)
@@ -162,34 +157,25 @@ def _namespace_function(lib: Any, spelled: str) -> Callable[..., Any]:
 
 
 def _peer_ops(library: str) -> tuple[Any, dict[str, Callable[..., Any]], Callable[..., Any], Callable[..., Any]]:
-    """(module, rule -> callable, as_constant(c, like), stack(list)) for ``library``."""
-    from jacacc.rules import RULES
+    """(module, rule -> callable, as_constant(c, like), stack(list)) for ``library``: each operation
+    as the operation table (:mod:`jacacc.ops`) spells it for JAX (``jnp``) or PyTorch (``torch``)."""
+    from jacacc import ops as table
 
     ops: dict[str, Callable[..., Any]] = dict(_OPERATORS)
     if library == "jax":
         jax = require_extra("jax", "bench")
         jnp = require_extra("jax.numpy", "bench")
         require_extra("jax.scipy.special", "bench")  # erf, erfc
-
-        for name in RULES:
-            if name in ops:
-                continue
-            spelled = _JAX_NAMES.get(name, name)
-            if spelled.startswith("jax."):
-                ops[name] = _namespace_function(jax, spelled[4:])
-            elif hasattr(jnp, spelled):
-                ops[name] = getattr(jnp, spelled)
+        for op in table.iterate():
+            if op.name not in ops and op.jnp:
+                root, _, rest = op.jnp.partition(".")
+                ops[op.name] = _namespace_function(jnp if root == "jnp" else jax, rest)
         return jnp, ops, lambda c, like: jnp.asarray(c, dtype=like.dtype), jnp.stack
     if library == "torch":
         torch = require_extra("torch", "bench")
-        for name in RULES:
-            if name in ops:
-                continue
-            spelled = _TORCH_NAMES.get(name, name)
-            try:
-                ops[name] = _namespace_function(torch, spelled)
-            except AttributeError:
-                continue
+        for op in table.iterate():
+            if op.name not in ops and op.torch:
+                ops[op.name] = _namespace_function(torch, op.torch.partition(".")[2])
         # torch has no cbrt: the real cube root through |x|^(1/3)
         ops.setdefault("cbrt", lambda a: torch.sign(a) * torch.abs(a) ** (1.0 / 3.0))
         return torch, ops, lambda c, like: torch.tensor(c, dtype=like.dtype), torch.stack

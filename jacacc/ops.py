@@ -686,8 +686,7 @@ _unary("logistic", "scipy.special.expit", lambda f, x, out: out * (1.0 - out), "
 for _name, _symbol, _ufunc in (("gt", ">", "greater"), ("ge", ">=", "greater_equal"), ("lt", "<", "less"),
                                ("le", "<=", "less_equal"), ("eq", "==", "equal"), ("ne", "!=", "not_equal")):
     declare(_name, 2, f"jacacc.ops.{_name}", lambda f, a, b, out: [ZERO, ZERO], aliases=(_ufunc,), infix=_symbol,
-            jnp=f"jnp.{_ufunc}",
-            cuda=_symbol,
+            jnp=f"jnp.{_ufunc}", torch=f"torch.{_name}", cuda=_symbol,
             jax=(_name,), piecewise_constant=True, derivative_text="0, 0",
             domain=f"the predicate [a {_symbol} b] as 1.0 or 0.0: derivative 0 everywhere")
 del _name, _symbol, _ufunc
