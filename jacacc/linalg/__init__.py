@@ -30,8 +30,8 @@ import numpy as np
 
 from jacacc.linalg import kernels
 
-__all__ = ["extractdiag", "extracttrian", "gelqf", "gemm", "gemm2", "makediag", "maketrian", "potrf", "potri",
-           "sumlogdiag", "syevd", "syrk", "trmm", "trsm"]
+__all__ = ["extractdiag", "extracttrian", "gelqf", "gemm", "gemm2", "gesv", "inverse", "makediag", "maketrian",
+           "potrf", "potri", "slogdet", "sumlogdiag", "syevd", "syrk", "trmm", "trsm"]
 
 
 def _traced(*operands: Any) -> bool:
@@ -147,6 +147,31 @@ def syevd(A: Any, *, overwrite_a: bool = False) -> tuple[Any, Any]:
     if _traced(A):
         return _symbolic("syevd", (A,))
     return kernels.syevd(A, overwrite_a=overwrite_a)
+
+
+def gesv(A: Any, B: Any, transpose: bool = False) -> Any:
+    """``A⁻¹·B`` (``transpose``: ``A⁻ᵀ·B``) for general square ``A`` by LU (see
+    :func:`jacacc.linalg.kernels.getrf` and :func:`~jacacc.linalg.kernels.getrs`);
+    differentiable (:func:`jacacc.linalg.factorizations.gesv`)."""
+    if _traced(A, B):
+        return _symbolic("gesv", (A, B), transpose=transpose)
+    return kernels.getrs(*kernels.getrf(A), B, transpose=bool(transpose))
+
+
+def inverse(A: Any) -> Any:
+    """``A⁻¹`` for general square ``A`` by LU (see :func:`jacacc.linalg.kernels.getri`);
+    differentiable (:func:`jacacc.linalg.factorizations.inverse`)."""
+    if _traced(A):
+        return _symbolic("inverse", (A,))
+    return kernels.getri(*kernels.getrf(A))
+
+
+def slogdet(A: Any) -> tuple[Any, Any]:
+    """``(sign, log|det A|)`` by LU (see :func:`jacacc.linalg.kernels.slogdet_lu`);
+    differentiable (:func:`jacacc.linalg.factorizations.slogdet`)."""
+    if _traced(A):
+        return _symbolic("slogdet", (A,))
+    return kernels.slogdet_lu(*kernels.getrf(A))
 
 
 def extractdiag(A: Any, offset: int = 0) -> Any:

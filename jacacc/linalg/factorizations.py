@@ -1,6 +1,6 @@
-"""LQ, the symmetric eigendecomposition and the diagonal/triangle helpers as
-differentiable tensor expressions (paper 004, Seeger et al., "Auto-Differentiating
-Linear Algebra", §4.3, §4.4 and the appendix).
+"""LQ, the symmetric eigendecomposition, LU (general solves, inverse, log-determinant)
+and the diagonal/triangle helpers as differentiable tensor expressions (paper 004,
+Seeger et al., "Auto-Differentiating Linear Algebra", §4.3, §4.4 and the appendix).
 
 Like ``trsm``, ``potrf`` and ``potri`` in :mod:`jacacc.linalg.expressions`,
 each operator here is a general function of :mod:`jacacc.tensor`
@@ -25,6 +25,15 @@ derivatives (Hessians) work.
     ``Ā = Uᵀ(sym(Ū·Uᵀ ∘ F) + diag(λ̄))·U``.  The sign rule of the forward
     kernel (each row's largest entry positive) is locally constant, so these
     are the derivatives of the sign-normalized U.
+``gesv(A, B)``, ``inverse(A)``, ``slogdet(A)`` (general square A; LU with partial pivoting)
+    Not in the paper, which factors symmetric matrices only; the derivatives
+    are those of ``trsm`` and ``potri`` (§4.2) without the triangle masks:
+    ``d(A⁻¹B) = A⁻¹(dB − dA·A⁻¹B)``, ``d(A⁻¹) = −A⁻¹·dA·A⁻¹``,
+    ``d log|det A| = tr(A⁻¹·dA)``.  ``A`` is factored once per expression
+    (``getrf``, a node whose derivative is declared zero because its only
+    readers — ``getrs``, ``getri``, ``slogdet_lu`` — take ``A`` itself as an
+    argument and carry the whole derivative), so a solve and its pullback's
+    transposed solve share one factorization.
 ``extractdiag``, ``makediag``, ``extracttrian``, ``maketrian``
     Linear maps: the pushforward is the operator itself applied to the
     tangent, the pullback its adjoint — ``extractdiag`` and ``makediag`` with
@@ -101,8 +110,8 @@ from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 
-__all__ = ["eigengap_threshold", "eigengaps", "extractdiag", "extracttrian", "gelqf", "makediag", "maketrian",
-           "syevd"]
+__all__ = ["eigengap_threshold", "eigengaps", "extractdiag", "extracttrian", "gelqf", "gesv", "inverse", "makediag",
+           "maketrian", "slogdet", "syevd"]
 
 Shape = tuple[int, ...]
 
@@ -426,6 +435,249 @@ def _syevd_flops(a: Shape, **_: Any) -> int:
     return math.prod(a[:-2]) * 9 * a[-1] ** 3
 
 
+# ---------------------------------------------------------------------------- LU: gesv, inverse, slogdet
+def _lu_factors(A: Tensor) -> tuple[Tensor, Tensor]:
+    """``getrf(A)``: the packed LU factors and pivots, one node pair per ``A`` (hash-consed), so every
+    solve, inverse and determinant of one matrix — and of its derivatives — shares one factorization."""
+    LU, piv = apply_operator("getrf", [A])
+    return LU, piv
+
+
+def gesv(A: Tensor, B: Tensor, transpose: bool = False) -> Tensor:
+    """``X = A⁻¹·B`` (``transpose``: ``A⁻ᵀ·B``) for general square ``A``, as an expression node (LU).
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., n, n)
+        Invertible (a singular matrix is refused when the solve is evaluated:
+        :class:`~jacacc.linalg.kernels.SingularMatrixError`).
+    B : Tensor, shape (..., n, k)
+        Same batch shape as ``A``.
+    transpose : bool
+        Solve with ``Aᵀ``.
+
+    Returns
+    -------
+    Tensor, shape (..., n, k)
+
+    Notes
+    -----
+    ``A`` is factored once (``getrf``) and the factors are read by the solve
+    (``getrs``).  The derivative is that of ``trsm`` in paper 004 §4.2 without
+    the triangle mask (Giles [8] in the paper): pushforward
+    ``Ẋ = op(A)⁻¹(Ḃ − op(Ȧ)·X)``, pullback ``B̄ = op(A)⁻ᵀ·X̄``,
+    ``Ā = −B̄·Xᵀ`` (``transpose``: ``−X·B̄ᵀ``); the solves reuse the forward's
+    factors.  The factorization is a node of its own whose derivative is
+    declared zero: it only feeds ``getrs``/``getri``/``slogdet_lu``, whose
+    derivatives with respect to ``A`` already account for all of ``A``'s
+    influence (the factors are a cache, not a separate function of ``A``).
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> A, b = np.array([[2.0, 1.0], [0.0, 3.0]]), np.array([[1.0], [3.0]])
+    >>> g = jt.grad(lambda b: np.sum(linalg.gesv(A, b)))(b)        # A⁻ᵀ·1
+    >>> np.allclose(g, np.linalg.solve(A.T, np.ones((2, 1))))
+    True
+    """
+    LU, piv = _lu_factors(A)
+    return apply_operator("getrs", [A, LU, piv, B], transpose=bool(transpose))[0]
+
+
+def inverse(A: Tensor) -> Tensor:
+    """``A⁻¹`` for general square ``A``, as an expression node (LU: ``getrf`` then ``getri``).
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., n, n)
+        Invertible (refused when evaluated otherwise).
+
+    Returns
+    -------
+    Tensor, shape (..., n, n)
+
+    Notes
+    -----
+    Pushforward ``Ẋ = −X·Ȧ·X``, pullback ``Ā = −Xᵀ·X̄·Xᵀ`` with ``X = A⁻¹``
+    (paper 004 §4.2, ``potri``'s derivation for a general matrix), written
+    with the output node itself, so Hessians differentiate it again.
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> A = np.array([[2.0, 1.0], [0.0, 3.0]])
+    >>> g = jt.grad(lambda A: np.trace(linalg.inverse(A)))(A)       # −A⁻ᵀA⁻ᵀ
+    >>> Ai = np.linalg.inv(A)
+    >>> np.allclose(g, -(Ai @ Ai).T)
+    True
+    """
+    LU, piv = _lu_factors(A)
+    return apply_operator("getri", [A, LU, piv])[0]
+
+
+def slogdet(A: Tensor) -> tuple[Tensor, Tensor]:
+    """``(sign, log|det A|)`` of general square matrices, as two expression nodes (LU).
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., n, n)
+
+    Returns
+    -------
+    sign : Tensor, shape (...)
+        ``±1`` (``0`` for a singular matrix); locally constant, its derivative is zero.
+    logabsdet : Tensor, shape (...)
+        ``log|det A|`` (``-inf`` for a singular matrix, as NumPy).
+
+    Notes
+    -----
+    ``d log|det A| = tr(A⁻¹·Ȧ)`` (the ``log|A|`` of paper 004 §3.1 for a
+    general matrix): pushforward ``Σ_ij (A⁻¹)_ji Ȧ_ij``, pullback
+    ``Ā = ℓ̄·A⁻ᵀ``, both through :func:`inverse` of the same factors (one
+    ``getri`` serves every pushforward of a forward-mode Hessian).  At a
+    singular matrix the derivative is refused when evaluated (the inverse
+    does not exist).
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> from jacacc import linalg
+    >>> A = np.array([[2.0, 1.0], [4.0, 1.0]])                     # det = -2
+    >>> g = jt.grad(lambda A: linalg.slogdet(A)[1])(A)
+    >>> np.allclose(g, np.linalg.inv(A).T)
+    True
+    """
+    LU, piv = _lu_factors(A)
+    sign, logabsdet = apply_operator("slogdet_lu", [A, LU, piv])
+    return sign, logabsdet
+
+
+def _getrf_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
+    _matrix("getrf", "A", a, square=True)
+    return a, a[:-1]
+
+
+def _getrf_forward(A: np.ndarray, overwrite_a: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    from jacacc.linalg import kernels
+
+    return kernels.getrf(A, overwrite_a=overwrite_a)
+
+
+def _getrs_shapes(a: Shape, lu: Shape, piv: Shape, b: Shape, transpose: bool) -> tuple[Shape]:
+    _matrix("getrs", "A", a, square=True)
+    _matrix("getrs", "B", b)
+    if a[:-2] != b[:-2] or b[-2] != a[-1]:
+        raise ValueError(f"getrs: B must have shape (..., {a[-1]}, k) with A's batch shape {a[:-2]}; "
+                         f"got A shape {a} and B shape {b}")
+    return (b,)
+
+
+def _getrs_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, B: np.ndarray, transpose: bool) -> np.ndarray:
+    from jacacc.linalg import kernels
+
+    return kernels.getrs(LU, piv, B, transpose=transpose)
+
+
+def _getrs(A: Tensor, LU: Tensor, piv: Tensor, B: Tensor, transpose: bool) -> Tensor:
+    return apply_operator("getrs", [A, LU, piv, B], transpose=transpose)[0]
+
+
+def _getrs_jvp(outputs, args, tangents, transpose):  # noqa: ANN001, ANN202
+    (X,), (A, LU, piv, _), (dA, _, _, dB) = outputs, args, tangents
+    rhs = dB  # op(A)·X = B: d op(A) moves to the right-hand side; the factors' tangents are not used
+    if dA is not None:
+        rhs = _total(rhs, _negated(matmul(dA, X, transpose_a=transpose)))
+    return (None if rhs is None else _getrs(A, LU, piv, rhs, transpose),)
+
+
+def _getrs_vjp(outputs, args, cotangents, transpose):  # noqa: ANN001, ANN202
+    (X,), (A, LU, piv, _), (Xbar,) = outputs, args, cotangents
+    if Xbar is None:
+        return (None,) * 4
+    Bbar = _getrs(A, LU, piv, Xbar, not transpose)                      # op(A)⁻ᵀ X̄
+    Abar = matmul(X, Bbar, transpose_b=True) if transpose else matmul(Bbar, X, transpose_b=True)
+    return (E.scale(-1.0, Abar), None, None, Bbar)
+
+
+def _getri_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape]:
+    _matrix("getri", "A", a, square=True)
+    return (a,)
+
+
+def _getri_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, overwrite_lu: bool = False) -> np.ndarray:
+    from jacacc.linalg import kernels
+
+    return kernels.getri(LU, piv, overwrite_lu=overwrite_lu)
+
+
+def _getri_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+    (X,), (dA, _, _) = outputs, tangents
+    if dA is None:
+        return (None,)
+    return (E.scale(-1.0, matmul(matmul(X, dA), X)),)                     # −X Ȧ X
+
+
+def _getri_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+    (X,), (Xbar,) = outputs, cotangents
+    if Xbar is None:
+        return (None,) * 3
+    return (E.scale(-1.0, matmul(matmul(X, Xbar, transpose_a=True), X, transpose_b=True)), None, None)  # −Xᵀ X̄ Xᵀ
+
+
+def _slogdet_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape, Shape]:
+    _matrix("slogdet_lu", "A", a, square=True)
+    return a[:-2], a[:-2]
+
+
+def _slogdet_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from jacacc.linalg import kernels
+
+    return kernels.slogdet_lu(LU, piv)
+
+
+def _slogdet_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+    (A, LU, piv), (dA, _, _) = args, tangents
+    if dA is None:
+        return (None, None)
+    X = apply_operator("getri", [A, LU, piv])[0]
+    b, (i, j) = _labels(A.ndim - 2, 2)
+    return (None, E.einsum(f"{b}{j}{i},{b}{i}{j}->{b}", X, dA))           # tr(A⁻¹ Ȧ); the sign is constant
+
+
+def _slogdet_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+    (A, LU, piv), (_, lbar) = args, cotangents
+    if lbar is None:
+        return (None,) * 3
+    X = apply_operator("getri", [A, LU, piv])[0]
+    b, (i, j) = _labels(A.ndim - 2, 2)
+    return (E.einsum(f"{b},{b}{j}{i}->{b}{i}{j}", lbar, X), None, None)   # ℓ̄ A⁻ᵀ
+
+
+def _zero_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
+    return (None,) * len(outputs)
+
+
+def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
+    return (None,) * len(args)
+
+
+def _lu_flops(a: Shape, **_: Any) -> int:
+    return math.prod(a[:-2]) * 2 * a[-1] ** 3 // 3
+
+
+def _register_lu() -> None:
+    register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, _zero_jvp, _zero_vjp, _lu_flops,
+                               in_place=((0, "overwrite_a"),)))
+    register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp, _getrs_vjp,
+                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1]))
+    register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp, _getri_vjp,
+                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),)))
+    register_operator(Operator("slogdet_lu", _slogdet_forward, _slogdet_shapes, _slogdet_jvp, _slogdet_vjp,
+                               lambda a, *_, **__: math.prod(a[:-1])))
+
+
 # ---------------------------------------------------------------------------- the diagonal and triangle helpers
 def extractdiag(A: Tensor, offset: int = 0) -> Tensor:
     """Diagonal ``offset`` of each square matrix, as an expression node (paper 004 §4; MXNet's helper).
@@ -554,6 +806,7 @@ def _register() -> None:
         ("maketrian", kernels.maketrian, _maketrian_shapes, maketrian, extracttrian),
     ]:
         register_operator(Operator(name, kernel, shapes, *_linear_pair(build, adjoint), _no_flops))
+    _register_lu()
 
 
 _register()

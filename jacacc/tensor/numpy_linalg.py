@@ -1,0 +1,354 @@
+"""``np.linalg`` inside functions that :mod:`jacacc.tensor` differentiates (paper 004 §4).
+
+Each function below is registered with :func:`~jacacc.tensor.trace.register_function`,
+so a plain NumPy function that calls it traces into the operators of
+:mod:`jacacc.linalg` — general functions whose pushforward and pullback are
+tensor expressions written with the operators again, so ``grad``, ``jacobian``,
+``vjp``, ``jvp`` and ``hessian`` (``compress=True`` included) work in every mode:
+
+=====================  ==============================================================
+NumPy                  operators
+=====================  ==============================================================
+``solve(a, b)``        ``getrf`` (LU with partial pivoting) + ``getrs``
+``inv(a)``             ``getrf`` + ``getri``
+``slogdet(a)``         ``getrf`` + ``slogdet_lu``: ``(sign, logabsdet)``
+``det(a)``             ``sign · exp(logabsdet)`` of ``slogdet``
+``cholesky(a)``        ``potrf`` (``upper=True``: the upper factor)
+``eigh(a, UPLO)``      ``syevd`` (``eigenvalues``, ``eigenvectors`` = Uᵀ); ``eigvalsh``
+``norm(x, ord, axis)`` einsums, ``abs``, ``sqrt``, ``pow`` and a max/min weighting
+``vector_norm``,       the same (NumPy ≥ 2's array-API spellings)
+``matrix_norm``
+=====================  ==============================================================
+
+A matrix argument is ``(..., n, n)``: leading axes are a batch, as in NumPy;
+``solve`` broadcasts the batch axes of ``a`` and ``b`` (``b`` is a vector when
+``b.ndim == 1`` — NumPy 2's rule — else a stack of ``n × k`` matrices).
+
+Conventions (where NumPy defines only a value, the derivative follows JAX's
+``jnp.linalg``):
+
+* **Symmetric input** (``cholesky``, ``eigh``, ``eigvalsh``).  The value is
+  NumPy's: only the lower triangle is read (``UPLO='U'`` / ``upper=True``: the
+  upper one).  The derivative is JAX's (whose ``symmetrize_input=True``
+  differentiates through ``(A + Aᵀ)/2``): taken along symmetric directions,
+  so the gradient is a symmetric matrix and a pushforward sees
+  ``(Ȧ + Ȧᵀ)/2`` (paper 004 §4.2 and §4.4 say the same for ``potrf`` and
+  ``syevd``).  For a symmetric ``A`` both agree with NumPy's function of its
+  triangle on symmetric perturbations.
+* **Eigenvectors** are the columns of ``eigenvectors``, each normalized so
+  that its largest-magnitude entry is positive (``syevd``'s rule; NumPy's
+  and JAX's signs are LAPACK's and may differ column by column).  The
+  derivative is JAX's (``v̇ = v·(F ∘ vᵀ sym(Ȧ) v)``, ``F_ij = 1/(λ_j − λ_i)``),
+  which is the derivative of the sign-normalized vectors.  **Repeated
+  eigenvalues**: JAX's eigenvector derivative is inf/nan there; jacacc keeps
+  paper 004 §4.4's eigengap clamp (``jacacc.linalg.factorizations``), which
+  gives a finite, approximate derivative and a ``RuntimeWarning`` naming the
+  smallest gap.  Derivatives of eigenvalues alone never involve the gaps
+  (first order; second derivatives of eigenvalues do, and are clamped).
+* **Singular matrices.**  ``solve`` and ``inv`` raise
+  :class:`~jacacc.linalg.kernels.SingularMatrixError` (a ``LinAlgError``, as
+  NumPy's) when evaluated on an exactly singular matrix; ``slogdet`` returns
+  NumPy's ``(0, -inf)`` and ``det`` returns 0, but their derivatives
+  (``A⁻ᵀ``, ``det·A⁻ᵀ``) need the inverse and are refused the same way
+  (JAX returns inf/nan for ``slogdet``'s and the adjugate for ``det``'s).
+* **The sign** of ``slogdet`` is locally constant: its derivative is zero.
+* **Norms.**  ``ord=None``/``2`` of a vector and ``'fro'`` of a matrix are
+  ``sqrt(Σ x²)`` (at ``x = 0`` the derivative is nan, as JAX's); ``ord=1`` is
+  ``Σ|x|`` (at a zero entry the derivative is ``abs``'s, as JAX's); ``ord=±inf``
+  (and a matrix's ``±1``/``±inf``) take the largest/smallest entry of ``|x|``
+  (of the column/row sums), whose derivative on a tie is shared equally among
+  the tied entries — JAX's rule for ``max``.  Other ``p`` give
+  ``(Σ|x|^p)^(1/p)``.  ``ord=2``, ``-2`` and ``'nuc'`` of a matrix need its
+  singular values (an SVD, which ``jacacc.linalg`` does not have) and
+  ``ord=0`` counts nonzeros: refused by name.
+
+Functions not registered here (``svd``, ``qr``, ``eig``, ``pinv``, ``lstsq``,
+``matrix_power``, …) are refused by the tracer with
+``np.linalg.<name> is not supported by jacacc.tensor``.
+
+Examples
+--------
+A Gaussian log-likelihood whose covariance is built from the parameters:
+
+>>> import numpy as np, jacacc.tensor as jt
+>>> def loglik(A, r):
+...     K = A @ A.T + 0.5 * np.eye(3)
+...     return -0.5 * (np.linalg.slogdet(K)[1] + r @ np.linalg.solve(K, r))
+>>> A, r = np.array([[1.0, 0.2, 0.0], [0.1, 1.0, 0.3], [0.0, 0.4, 1.0]]), np.array([0.3, -0.2, 0.5])
+>>> K = A @ A.T + 0.5 * np.eye(3)
+>>> Ki_r = np.linalg.solve(K, r)
+>>> g = jt.grad(loglik)(A, r)            # dℓ/dK = (K⁻¹ r rᵀ K⁻¹ − K⁻¹)/2, then through A Aᵀ
+>>> np.allclose(g, (np.outer(Ki_r, Ki_r) - np.linalg.inv(K)) @ A)
+True
+>>> jt.hessian(loglik, compress=True)(A, r).dense().shape
+(3, 3, 3, 3)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import TraceError, UnsupportedOperationError
+from jacacc.tensor import expr as E
+from jacacc.tensor.expr import Tensor
+from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, register_function
+
+__all__ = ["EighResult", "SlogdetResult"]
+
+#: what ``np.linalg.slogdet`` / ``eigh`` return, with NumPy 2's field names (plain tuples unpack the same way)
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+
+
+def _letters(n: int, start: int = 0) -> str:
+    return "".join(E.symbol(k) for k in range(start, start + n))
+
+
+def _square(name: str, argument: str, node: Tensor) -> None:
+    """Refuse anything but a square matrix or a stack of them, in one line naming the NumPy function."""
+    if node.ndim < 2 or node.shape[-1] != node.shape[-2]:
+        raise TraceError(f"{name}: {argument} must be a square matrix or a stack of them (last two axes "
+                         f"equal), got shape {node.shape}")
+
+
+def _transposed(node: Tensor) -> Tensor:
+    s = _letters(node.ndim)
+    return E.einsum(f"{s}->{s[:-2]}{s[-1]}{s[-2]}", node)
+
+
+# ---------------------------------------------------------------------------- solve, inv, slogdet, det
+@register_function(np.linalg.solve)
+def _solve(a: Any, b: Any) -> Traced:
+    from jacacc.linalg.factorizations import gesv
+
+    A, B = _node(a), _node(b)
+    _square("np.linalg.solve", "a", A)
+    n = A.shape[-1]
+    # NumPy 2: b is a vector only when 1-D (NumPy 1: when it has one axis fewer than a)
+    vector = B.ndim == 1 if int(np.__version__.split(".")[0]) >= 2 else B.ndim == A.ndim - 1
+    rows = B.shape[-1] if vector else (B.shape[-2] if B.ndim >= 2 else None)
+    if rows != n:
+        raise TraceError(f"np.linalg.solve: b of shape {B.shape} does not match a of shape {A.shape} (b needs "
+                         f"{n} rows: shape ({n},) or (..., {n}, k))")
+    if vector:  # a column of one right-hand side, the size-1 axis dropped again after the solve
+        s = _letters(B.ndim)
+        B = E.einsum(f"{s},{_letters(1, B.ndim)}->{s}{_letters(1, B.ndim)}", B, E.ones((1,)))
+    try:
+        batch = tuple(np.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
+    except ValueError:
+        raise TraceError(f"np.linalg.solve: the batch axes of a {A.shape} and b {B.shape} do not broadcast") \
+            from None
+    X = gesv(_broadcast_to(A, batch + A.shape[-2:]), _broadcast_to(B, batch + B.shape[-2:]))
+    if vector:
+        s = _letters(X.ndim)
+        X = E.einsum(f"{s}->{s[:-1]}", X)
+    return Traced(X)
+
+
+@register_function(np.linalg.inv)
+def _inv(a: Any) -> Traced:
+    from jacacc.linalg.factorizations import inverse
+
+    A = _node(a)
+    _square("np.linalg.inv", "a", A)
+    return Traced(inverse(A))
+
+
+@register_function(np.linalg.slogdet)
+def _slogdet(a: Any) -> SlogdetResult:
+    from jacacc.linalg.factorizations import slogdet
+
+    A = _node(a)
+    _square("np.linalg.slogdet", "a", A)
+    sign, logabsdet = slogdet(A)
+    return SlogdetResult(Traced(sign), Traced(logabsdet))
+
+
+@register_function(np.linalg.det)
+def _det(a: Any) -> Traced:
+    from jacacc.linalg.factorizations import slogdet
+
+    A = _node(a)
+    _square("np.linalg.det", "a", A)
+    sign, logabsdet = slogdet(A)
+    # det = sign·exp(log|det|): its derivative det·A⁻ᵀ comes from log|det|'s (the sign's is zero)
+    return Traced(_elementwise_product(sign, E.unary("exp", logabsdet)))
+
+
+# ---------------------------------------------------------------------------- cholesky, eigh
+@register_function(np.linalg.cholesky)
+def _cholesky(a: Any, upper: bool = False) -> Traced:
+    from jacacc.linalg.expressions import potrf
+
+    A = _node(a)
+    _square("np.linalg.cholesky", "a", A)
+    # potrf reads the triangle it returns, as NumPy does, and is differentiated along symmetric directions
+    return Traced(potrf(A, lower=not upper))
+
+
+def _symmetric_eigen(name: str, a: Any, UPLO: str) -> tuple[Tensor, Tensor]:  # noqa: N803 - NumPy's name
+    from jacacc.linalg.factorizations import syevd
+
+    if UPLO not in ("L", "U"):
+        raise TraceError(f"{name}: UPLO must be 'L' or 'U', got {UPLO!r}")
+    A = _node(a)
+    _square(name, "a", A)
+    # syevd reads the lower triangle; the upper triangle of A is the lower one of Aᵀ
+    U, lam = syevd(A if UPLO == "L" else _transposed(A))
+    return U, lam
+
+
+@register_function(np.linalg.eigh)
+def _eigh(a: Any, UPLO: str = "L") -> EighResult:  # noqa: N803 - NumPy's name
+    U, lam = _symmetric_eigen("np.linalg.eigh", a, UPLO)
+    return EighResult(Traced(lam), Traced(_transposed(U)))  # syevd's rows are NumPy's columns
+
+
+@register_function(np.linalg.eigvalsh)
+def _eigvalsh(a: Any, UPLO: str = "L") -> Traced:  # noqa: N803 - NumPy's name
+    _, lam = _symmetric_eigen("np.linalg.eigvalsh", a, UPLO)
+    return Traced(lam)
+
+
+# ---------------------------------------------------------------------------- norms
+def _extremum_weights_forward(x: np.ndarray, axes: tuple[int, ...], minimum: bool) -> np.ndarray:
+    """1/(number of ties) at the largest (smallest) entries over ``axes``, 0 elsewhere."""
+    target = np.min(x, axis=axes, keepdims=True) if minimum else np.max(x, axis=axes, keepdims=True)
+    hit = (x == target).astype(x.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN input: no hit, NaN weights (and a NaN norm)
+        return hit / np.sum(hit, axis=axes, keepdims=True)
+
+
+def _no_derivative(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
+    return (None,) * len(outputs)
+
+
+def _no_cotangent(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
+    return (None,) * len(args)
+
+
+# The weights are piecewise constant in x (zero derivative), so max(x) = Σ w ∘ x is an ordinary
+# expression whose derivative is w: on a tie the derivative is shared equally, as JAX's reduce_max.
+register_operator(Operator("norm_extremum_weights", _extremum_weights_forward, lambda x, **_: (x,),
+                           _no_derivative, _no_cotangent, lambda x, **_: 2 * math.prod(x)))
+
+
+def _reduce(node: Tensor, axes: tuple[int, ...], weights: Tensor | None = None) -> Tensor:
+    """Σ over ``axes`` of ``node`` (of ``weights ∘ node``)."""
+    s = _letters(node.ndim)
+    kept = "".join(c for k, c in enumerate(s) if k not in axes)
+    return E.einsum(f"{s}->{kept}", node) if weights is None else E.einsum(f"{s},{s}->{kept}", weights, node)
+
+
+def _extremum(node: Tensor, axes: tuple[int, ...], minimum: bool) -> Tensor:
+    (weights,) = apply_operator("norm_extremum_weights", [node], axes=axes, minimum=minimum)
+    return _reduce(node, axes, weights)
+
+
+def _root_sum_of_squares(node: Tensor, axes: tuple[int, ...]) -> Tensor:
+    s = _letters(node.ndim)
+    kept = "".join(c for k, c in enumerate(s) if k not in axes)
+    return E.unary("sqrt", E.einsum(f"{s},{s}->{kept}", node, node))
+
+
+def _is(ord: Any, value: float) -> bool:  # noqa: A002 - NumPy's name
+    return isinstance(ord, numbers.Real) and not isinstance(ord, bool) and float(ord) == value
+
+
+def _vector_norm(name: str, x: Tensor, axes: tuple[int, ...], ord: Any) -> Tensor:  # noqa: A002
+    if ord is None or _is(ord, 2.0):
+        return _root_sum_of_squares(x, axes)
+    if isinstance(ord, str) or not isinstance(ord, numbers.Real):
+        raise TraceError(f"{name}: invalid norm order {ord!r} for vectors")
+    if _is(ord, math.inf) or _is(ord, -math.inf):
+        return _extremum(E.unary("abs", x), axes, minimum=float(ord) < 0)
+    if _is(ord, 1.0):
+        return _reduce(E.unary("abs", x), axes)
+    if _is(ord, 0.0):
+        raise UnsupportedOperationError(f"{name} with ord=0 (a count of nonzero entries) is not supported by "
+                                        "jacacc.tensor")
+    p = float(ord)
+    return E.unary("pow", _reduce(E.unary("pow", E.unary("abs", x), p), axes), 1.0 / p)
+
+
+def _matrix_norm(name: str, x: Tensor, axes: tuple[int, int], ord: Any) -> Tensor:  # noqa: A002
+    row, col = axes
+    if ord is None or ord == "fro":
+        return _root_sum_of_squares(x, axes)
+    if ord == "nuc" or _is(ord, 2.0) or _is(ord, -2.0):
+        raise UnsupportedOperationError(f"{name} with ord={ord!r} of a matrix needs its singular values "
+                                        "(np.linalg.svd), which jacacc.tensor does not support")
+    for value, summed, over in ((1.0, row, col), (math.inf, col, row)):
+        if _is(ord, value) or _is(ord, -value):
+            # the largest (smallest) column sum (ord ±1) or row sum (ord ±inf) of |x|
+            sums = _reduce(E.unary("abs", x), (summed,))
+            return _extremum(sums, (over - (over > summed),), minimum=float(ord) < 0)
+    raise TraceError(f"{name}: invalid norm order {ord!r} for matrices")
+
+
+def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    if not all(isinstance(k, numbers.Integral) and -ndim <= k < ndim for k in axes):
+        raise TraceError(f"{name}: axis {axis} is out of range for an array of {ndim} axes")
+    normalized = tuple(int(k) % ndim for k in axes)
+    if len(set(normalized)) != len(normalized):
+        raise TraceError(f"{name}: axis {axis} repeats an axis")
+    return normalized
+
+
+def _kept_dims(result: Tensor, ndim: int, axes: tuple[int, ...]) -> Tensor:
+    """``keepdims=True``: the reduced ``axes`` back as size-1 axes."""
+    s = _letters(ndim)
+    kept = "".join(c for k, c in enumerate(s) if k not in axes)
+    removed = "".join(s[k] for k in sorted(axes))
+    return E.einsum(f"{kept},{removed}->{s}", result, E.ones((1,) * len(axes)))
+
+
+@register_function(np.linalg.norm)
+def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Traced:  # noqa: A002
+    name = "np.linalg.norm"
+    X = _node(x)
+    if axis is None:
+        if ord is None:  # the 2-norm of x flattened, whatever its number of axes
+            axes = tuple(range(X.ndim))
+            result = _root_sum_of_squares(X, axes)
+            return Traced(_kept_dims(result, X.ndim, axes) if keepdims else result)
+        if X.ndim not in (1, 2):
+            raise TraceError(f"{name}: ord={ord!r} without axis needs a vector or a matrix, got shape {X.shape}")
+        axes = tuple(range(X.ndim))
+    else:
+        axes = _axes(name, axis, X.ndim)
+    if len(axes) == 1:
+        result = _vector_norm(name, X, axes, ord)
+    elif len(axes) == 2:
+        result = _matrix_norm(name, X, (axes[0], axes[1]), ord)
+    else:
+        raise TraceError(f"{name}: axis {axis} names {len(axes)} axes; a vector norm takes one, a matrix norm two")
+    return Traced(_kept_dims(result, X.ndim, axes) if keepdims else result)
+
+
+if hasattr(np.linalg, "vector_norm"):  # NumPy >= 2
+    @register_function(np.linalg.vector_norm)
+    def _vector_norm_function(x: Any, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Traced:  # noqa: A002
+        name = "np.linalg.vector_norm"
+        X = _node(x)
+        # NumPy's vector_norm treats several axes (or all, for axis=None) as one flattened vector
+        axes = tuple(range(X.ndim)) if axis is None else _axes(name, axis, X.ndim)
+        result = _vector_norm(name, X, axes, ord)
+        return Traced(_kept_dims(result, X.ndim, axes) if keepdims else result)
+
+    @register_function(np.linalg.matrix_norm)
+    def _matrix_norm_function(x: Any, *, keepdims: bool = False, ord: Any = "fro") -> Traced:  # noqa: A002
+        name = "np.linalg.matrix_norm"
+        X = _node(x)
+        if X.ndim < 2:
+            raise TraceError(f"{name}: x must be a matrix or a stack of them, got shape {X.shape}")
+        axes = (X.ndim - 2, X.ndim - 1)
+        result = _matrix_norm(name, X, axes, ord)
+        return Traced(_kept_dims(result, X.ndim, axes) if keepdims else result)
