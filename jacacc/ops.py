@@ -524,16 +524,22 @@ def relu(x: Any) -> Any:
     return np.maximum(x, 0.0)
 
 
+def _indicator(condition: Any, *like: Any) -> Any:
+    """``condition`` as 1.0 / 0.0 in the floating type of ``like`` (float32 stays float32)."""
+    dtype = np.result_type(*like)
+    return np.asarray(condition).astype(dtype if np.issubdtype(dtype, np.floating) else np.float64)
+
+
 def heaviside(x: Any) -> Any:
     """``[x > 0]`` as 1.0 or 0.0: ``relu``'s derivative (0 at 0, as JAX)."""
-    return np.where(np.asarray(x) > 0, 1.0, 0.0)
+    return _indicator(np.asarray(x) > 0, x)
 
 
 def predicate(compare: Callable[..., Any]) -> Callable[..., Any]:
     """``[compare(a, b)]`` as 1.0 or 0.0."""
 
     def value(a: Any, b: Any) -> Any:
-        return np.where(compare(a, b), 1.0, 0.0)
+        return _indicator(compare(a, b), a, b)
 
     value.__name__ = compare.__name__
     return value
@@ -550,7 +556,7 @@ def where(condition: Any, a: Any, b: Any) -> Any:
 
 def zero_value(x: Any) -> Any:
     """0 of ``x``'s shape (``tangent_seed``'s value)."""
-    return np.zeros_like(np.asarray(x, dtype=float))
+    return _indicator(np.zeros(np.shape(x), dtype=bool), x)
 
 
 # ---------------------------------------------------------------------------- the table

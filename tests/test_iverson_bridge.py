@@ -220,7 +220,7 @@ def test_translations_print_in_index_notation(name):
 def test_logistic_loss_prints_fused():
     _, args, _ = _case("logistic")
     root = jt.trace(logistic, args).outputs[0]
-    assert print_tensor(root) == "Σ_{i<4} log(1 + exp(Σ_{j<3} X[i, j] · w[j]))"
+    assert print_tensor(root) == "Σ_{i<4} log1p(exp(Σ_{j<3} X[i, j] · w[j]))"
 
 
 def test_factorization_shares_the_residual_once():
@@ -245,10 +245,10 @@ def test_translated_programs_differentiate_like_jacacc_tensor():
 # ---------------------------------------------------------------------------- node kinds
 x3 = E.var("x", (3,))
 UNARIES = [
-    ("exp", None, "exp(x[i])"), ("log", None, "log(x[i])"), ("log1p", None, "log(1 + x[i])"),
+    ("exp", None, "exp(x[i])"), ("log", None, "log(x[i])"), ("log1p", None, "log1p(x[i])"),
     ("sqrt", None, "sqrt(x[i])"), ("sin", None, "sin(x[i])"), ("cos", None, "cos(x[i])"),
     ("tanh", None, "tanh(x[i])"), ("relu", None, "relu(x[i])"), ("reciprocal", None, "1 / x[i]"),
-    ("abs", None, "relu(x[i]) + relu(-x[i])"), ("heaviside", None, "[x[i] > 0]"),
+    ("abs", None, "abs(x[i])"), ("heaviside", None, "[x[i] > 0]"), ("arctan", None, "arctan(x[i])"),
     ("sign", None, "[x[i] > 0] - [x[i] < 0]"), ("pow", 2.0, "x[i] · x[i]"), ("pow", 3.0, "x[i] · x[i] · x[i]"),
     ("pow", -1.0, "1 / x[i]"), ("pow", -2.0, "1 / (x[i] · x[i])"), ("pow", 0.5, "exp(0.5 · log(x[i]))"),
     ("pow", -1.5, "exp(-1.5 · log(x[i]))"), ("pow", 20.0, None), ("shift", 2.5, "x[i] + 2.5"),
@@ -367,9 +367,9 @@ def test_relabellings_are_reads_not_lets():
 
 
 def test_a_formula_that_reads_its_argument_twice_shares_it():
-    node = E.unary("abs", E.einsum("ij,j->i", E.var("A", (2, 3)), x3))
+    node = E.unary("sign", E.einsum("ij,j->i", E.var("A", (2, 3)), x3))
     t = from_tensor(node)
-    assert str(t.expr) == "let t0 = ⊞_{i<2} Σ_{j<3} A[i, j] · x[j] in\n⊞_{i<2} relu(t0[i]) + relu(-t0[i])"
+    assert str(t.expr) == "let t0 = ⊞_{i<2} Σ_{j<3} A[i, j] · x[j] in\n⊞_{i<2} [t0[i] > 0] - [t0[i] < 0]"
     # a leaf is read twice as it is
     assert _lets(from_tensor(E.unary("sign", x3)).expr) == []
 

@@ -239,3 +239,33 @@ def test_unknown_operation_is_refused_by_name():
 def test_declaring_a_taken_name_is_refused():
     with pytest.raises(Exception, match="already declared"):
         ops.declare("exp", 1, "np.exp", lambda f, x, out: [out])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_compiled_kernels_carry_every_operation(backend):
+    """One traced function of three inputs applying every operation (operand k is ``x[k] + c``, ``c``
+    placing it inside the operation's domain); its compiled kernel's values and Jacobian against the
+    table's values and partials."""
+    if backend == "numba":
+        pytest.importorskip("numba")
+    import jacacc
+
+    names = [name for name in TABLE if name != "where"]
+    rng = np.random.default_rng(4)
+    base = np.array([0.5, 0.7, 0.6])
+    shifts = {name: [a[0] - base[k] for k, a in enumerate(points(name, ops.get(name).arity, rng))]
+              for name in names}
+
+    def f(x0, x1, x2):
+        x = (x0, x1, x2)
+        return [apply_rule(name, *(x[k] + c for k, c in enumerate(shifts[name]))) for name in names]
+
+    kernel = jacacc.compile(trace(f, 3, unpack=True), backend=backend, method="forward", mode="vertex")
+    X = base + np.array([[0.0, 0.0, 0.0], [1e-3, -2e-3, 1.5e-3]])  # the sample points and a point beside
+    values, J = kernel.values_and_jacobians(X)
+    for row, name in enumerate(names):
+        op = ops.get(name)
+        args = [X[:, k] + c for k, c in enumerate(shifts[name])]
+        np.testing.assert_allclose(values[:, row], op.value(*args), rtol=1e-12, err_msg=name)
+        for k, partial in enumerate(table_partials(name, args)):
+            np.testing.assert_allclose(J[:, row, k], partial, rtol=1e-11, atol=1e-13, err_msg=f"{name} {k}")

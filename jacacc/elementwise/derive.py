@@ -36,10 +36,12 @@ be read where ``f`` reads nothing; with the shape of ``x`` known that cannot hap
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from jacacc import ops
 from jacacc.elementwise.parse import (
+    FUNCTIONS,
     Affine,
     Binary,
     Call,
@@ -64,8 +66,8 @@ from jacacc.elementwise.parse import (
 from jacacc.elementwise.system import Context, interval
 from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
 
-__all__ = ["Occurrence", "Pointwise", "Recall", "cotangent_name", "derivative", "occurrences", "pointwise_key",
-           "pointwise_values", "recall_inside", "stored_values", "substitute"]
+__all__ = ["ElementwiseBuilder", "Occurrence", "Pointwise", "Recall", "cotangent_name", "derivative", "occurrences",
+           "pointwise_key", "pointwise_values", "recall_inside", "stored_values", "substitute"]
 
 
 def cotangent_name(function: str) -> str:
@@ -118,44 +120,102 @@ def product(factors: list[Node]) -> Node:
     return chain([("*", first), *(("*", f) for f in flat[1:])])
 
 
-def _local(node: Node, child: str) -> Node | None:
-    """``∂node/∂child`` as an expression of the node's operands (None for 1)."""
-    if isinstance(node, Unary):
-        return Number(0, -1.0)
-    if isinstance(node, Binary):
-        left, right = node.left, node.right
-        if node.op == "+":
-            return None
-        if node.op == "-":
-            return None if child == "left" else Number(0, -1.0)
-        if node.op == "*":
-            return right if child == "left" else left
-        if child == "left":  # ∂(l/r)/∂l = 1/r
-            return Binary(0, "/", Number(0, 1.0), right)
-        return Unary(0, Binary(0, "/", left, Power(0, right, 2.0)))  # -l/r²
-    if isinstance(node, Power):
-        p = node.exponent
-        if p == 1.0:
-            return None
-        if p == 0.0:
-            return Number(0, 0.0)
-        return Binary(0, "*", Number(0, p), node.base) if p == 2.0 else \
-            Binary(0, "*", Number(0, p), Power(0, node.base, p - 1.0))
-    if isinstance(node, Call):
-        u = node.argument
-        return {
-            "exp": lambda: node,
-            "log": lambda: Binary(0, "/", Number(0, 1.0), u),
-            "sqrt": lambda: Binary(0, "/", Number(0, 0.5), node),
-            "tanh": lambda: Binary(0, "-", Number(0, 1.0), Power(0, node, 2.0)),
-            "sin": lambda: Call(0, "cos", u),
-            "cos": lambda: Unary(0, Call(0, "sin", u)),
-            "abs": lambda: Call(0, "sign", u),
-            "sign": lambda: Number(0, 0.0),
-        }[node.function]()
+class ElementwiseBuilder:
+    """The operation table's builder (:class:`jacacc.ops.Builder`) for elementwise source nodes.
+
+    The derivatives of :mod:`jacacc.ops` written with it are the local derivatives of the
+    language's operations, in the forms one writes by hand: ``a + -b`` is ``a - b``, ``-1 · b``
+    is ``-b``, ``a · b**-1`` is ``a / b``.  The language compares data only through
+    ``heaviside`` (its brackets are on indices), so a predicate is written with it:
+    ``[a > b] = heaviside(a - b)``, ``[a ≥ b] = 1 - heaviside(b - a)``.
+
+    Examples
+    --------
+    >>> from jacacc import ops
+    >>> from jacacc.elementwise.parse import parse
+    >>> x = parse("f[i] = x[i]").body
+    >>> [expression_text(p) for p in ops.partials("arctan", ElementwiseBuilder(), [x], None)]
+    ['1 / (x[i]**2 + 1)']
+    """
+
+    def constant(self, value: float) -> Node:
+        return Number(0, value)
+
+    def add(self, a: Node, b: Node) -> Node:
+        if isinstance(b, Unary):
+            return Binary(0, "-", a, b.operand)
+        if isinstance(b, Number) and b.value < 0:
+            return Binary(0, "-", a, Number(0, -b.value))
+        return Binary(0, "+", a, b)
+
+    def multiply(self, a: Node, b: Node) -> Node:
+        if isinstance(a, Number) and a.value == -1.0:
+            return Unary(0, b)
+        if isinstance(a, Unary):  # the sign outside: -(l / r / r), not -(l / r) / r
+            return Unary(0, self.multiply(a.operand, b))
+        if isinstance(b, Binary) and b.op == "/" and isinstance(b.left, Number) and b.left.value == 1.0:
+            return Binary(0, "/", a, b.right)
+        return Binary(0, "*", a, b)
+
+    def power(self, a: Node, exponent: float) -> Node:
+        return Binary(0, "/", Number(0, 1.0), a) if exponent == -1.0 else Power(0, a, exponent)
+
+    def call(self, name: str, args: Sequence[Node]) -> Node:
+        op = ops.get(name)
+        if op.piecewise_constant and op.infix:
+            return _predicate(op.name, *args, self)
+        if op.name not in FUNCTIONS:
+            raise SourceError(f"the derivative needs {op.name}, which is not a function of the language")
+        return Call(0, op.name, args[0])
+
+
+def _predicate(name: str, a: Node, b: Node, builder: ElementwiseBuilder) -> Node:
+    """The data predicate ``[a ◦ b]`` (``name`` gt, ge, lt, le, eq, ne) with ``heaviside``."""
+
+    def positive(u: Node, v: Node) -> Node:  # [u > v]
+        if isinstance(v, Number) and v.value == 0.0:
+            return Call(0, "heaviside", u)
+        if isinstance(u, Number) and u.value == 0.0:
+            return Call(0, "heaviside", Unary(0, v))
+        return Call(0, "heaviside", Binary(0, "-", u, v))
+
+    def complement(u: Node) -> Node:  # 1 - u
+        return Binary(0, "-", Number(0, 1.0), u)
+
+    return {
+        "gt": lambda: positive(a, b),
+        "lt": lambda: positive(b, a),
+        "ge": lambda: complement(positive(b, a)),
+        "le": lambda: complement(positive(a, b)),
+        "eq": lambda: complement(builder.add(positive(a, b), positive(b, a))),
+        "ne": lambda: builder.add(positive(a, b), positive(b, a)),
+    }[name]()
+
+
+_BUILDER = ElementwiseBuilder()
+#: the table's name of each arithmetic operator of the language
+_ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
+
+
+def _locals(node: Node) -> dict[str, Node | None | ops.Zero]:
+    """``∂node/∂child`` for each operand field of ``node``: an expression of the node's operands and
+    of the node itself (``exp' = exp``), None for 1, :data:`jacacc.ops.ZERO` for 0.  The
+    derivatives are the operation table's (:mod:`jacacc.ops`)."""
     if isinstance(node, (Summation, Guard)):
-        return None
-    raise TypeError(f"no local derivative of {type(node).__name__}")  # pragma: no cover
+        return {"body": None}
+    if isinstance(node, Unary):
+        name, fields, args = "neg", ("operand",), [node.operand]
+    elif isinstance(node, Binary):
+        name, fields, args = _ARITHMETIC[node.op], ("left", "right"), [node.left, node.right]
+    elif isinstance(node, Power):  # a constant exponent: its partial is not wanted
+        name, fields, args = "pow", ("base",), [node.base, node.exponent]
+    elif isinstance(node, Call):
+        name, fields, args = node.function, ("argument",), [node.argument]
+    else:  # pragma: no cover - every node with operands is above
+        raise TypeError(f"no local derivative of {type(node).__name__}")
+    partials = ops.partials(name, _BUILDER, args, node)[:len(fields)]
+    return {f: None if isinstance(p, Number) and p.value == 1.0 else p
+            for f, p in zip(fields, partials, strict=True)}
 
 
 def occurrences(body: Node, argument: str, context: Context) -> Iterator[Occurrence]:
@@ -167,18 +227,14 @@ def occurrences(body: Node, argument: str, context: Context) -> Iterator[Occurre
             if node.argument == argument:
                 yield Occurrence(node, factors, ctx)
             return
-        if isinstance(node, (Number,)):
+        if isinstance(node, Number):
             return
-        if isinstance(node, Call) and node.function == "sign":
-            return  # piecewise constant: no derivative
         inner = ctx.inside(node)
-        for child in ("operand", "left", "right", "base", "argument", "body"):
-            sub = getattr(node, child, None)
-            if isinstance(sub, Node):
-                local = _local(node, child)
-                if isinstance(local, Number) and local.value == 0.0:
-                    continue
-                yield from visit(sub, factors if local is None else (*factors, local), inner)
+        for child, local in _locals(node).items():
+            sub = getattr(node, child)
+            if local is ops.ZERO or isinstance(sub, Number):  # no derivative passes (sign, a constant)
+                continue
+            yield from visit(sub, factors if local is None else (*factors, local), inner)
 
     yield from visit(body, (), context)
 
@@ -632,8 +688,11 @@ def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ..
     return rebuild(node, recall)
 
 
-#: calls worth an array of their values per argument element when f reads each element many times
-POINTWISE_FUNCTIONS = frozenset({"exp", "tanh", "sin", "cos"})  # defined everywhere: unread elements are harmless
+#: calls worth an array of their values per argument element when f reads each element many times:
+#: the transcendental functions defined on all reals (their domain in :mod:`jacacc.ops`), so that
+#: the elements f never reads are harmless
+POINTWISE_FUNCTIONS = frozenset({"exp", "exp2", "expm1", "tanh", "sin", "cos", "sinh", "cosh", "arctan", "arcsinh",
+                                 "erf", "erfc", "logistic"})
 
 
 def pointwise_key(node: Node) -> tuple[str, Read] | None:

@@ -428,13 +428,8 @@ class _Translator:
             return a * b if node.op == "*" else a / b
         if isinstance(node, Power):
             return _power(self.scalar(node.base, env, box), node.exponent)
-        if isinstance(node, Call):
-            x = self.scalar(node.argument, env, box)
-            if node.function == "abs":
-                return iv.relu(x) + iv.relu(-x)
-            if node.function == "sign":
-                return iv.bracket(x > 0) * 1.0 - iv.bracket(x < 0) * 1.0
-            return getattr(iv, node.function)(x)
+        if isinstance(node, Call):  # both languages call the operation table's functions
+            return iv.func(node.function, self.scalar(node.argument, env, box))
         if isinstance(node, Summation):
             return self.summation(node, env, box)
         if isinstance(node, Guard):

@@ -25,15 +25,18 @@ array([0., 1., 3., 6.])
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.codegen.base import register_source
 from jacacc.elementwise.derive import free_indices
 from jacacc.elementwise.parse import (
+    FUNCTIONS,
     Affine,
     Binary,
     Call,
@@ -60,10 +63,12 @@ CUDA_KERNEL_NAME = "jacacc_elementwise"
 #: (Python's parser stops at 200 parentheses; nvcc reads a named value just as fast)
 MAX_NESTING = 40
 
-_PY_FUNCTIONS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "sin": "np.sin",
-                 "cos": "np.cos", "abs": "np.abs", "sign": "np.sign"}
-_C_FUNCTIONS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
-                "abs": "fabs", "sign": "jc_sign"}
+#: the language's functions in Python/Numba source and in CUDA C++: the operation table's spellings
+#: (:mod:`jacacc.ops`), a function or a template with ``{0}``; the C helpers are ``ops.CUDA_HELPERS``
+_PY_FUNCTIONS = {name: ops.get(name).numba for name in FUNCTIONS}
+_C_FUNCTIONS = {name: ops.get(name).cuda for name in FUNCTIONS}
+#: the modules the Python spellings call (``np.exp``, ``math.erf``)
+_PY_MODULES = {"np": np, "math": math}
 
 
 class _Emitter:
@@ -161,8 +166,15 @@ class _Emitter:
                 return f"jc_pow{int(p)}({base})"
             return f"pow({base}, (real){p!r})"
         assert isinstance(node, Call)
-        table = _PY_FUNCTIONS if self.lang == "py" else _C_FUNCTIONS
-        return f"{table[node.function]}({operands[0]})"
+        spelling = (_PY_FUNCTIONS if self.lang == "py" else _C_FUNCTIONS)[node.function]
+        if "{" not in spelling:
+            return f"{spelling}({operands[0]})"
+        operand = operands[0]
+        if spelling.count("{0}") > 1 and not operand.isidentifier():
+            # a template that reads its operand more than once (relu's NaN test): compute it once
+            operand = self.fresh("w")
+            self.line(f"{operand} = {operands[0]}" if self.lang == "py" else f"real {operand} = {operands[0]};")
+        return f"({spelling.format(operand)})"
 
     def _leaf(self, node: Node, env: dict[str, str]) -> str:
         """A number, a read, or a sum or bracket computed by statements into a variable."""
@@ -621,7 +633,7 @@ def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:
 
 def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
     """The kernel run by the Python interpreter (the reference backend)."""
-    return _load(python_source(definition, arguments), "elementwise-py", {"np": np})
+    return _load(python_source(definition, arguments), "elementwise-py", dict(_PY_MODULES))
 
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,
@@ -637,7 +649,7 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
         # Numba's parallel passes grow much faster than linearly with the loop body: a 2000-term
         # sum compiled in 30 s on one thread and 550 s with parallel=True
         parallel = False
-    namespace = {"np": np, "prange": numba.prange, "njit": numba.njit}
+    namespace = {**_PY_MODULES, "prange": numba.prange, "njit": numba.njit}
     if used:
         from jacacc.codegen.numba_ import _vector_math_source
 
@@ -683,7 +695,6 @@ __device__ __forceinline__ long long jc_floordiv(long long a, long long b) {
 }
 __device__ __forceinline__ long long jc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long jc_min(long long a, long long b) { return a < b ? a : b; }
-__device__ __forceinline__ real jc_sign(real x) { return (real)((x > 0) - (x < 0)); }
 __device__ __forceinline__ real jc_pow2(real x) { return x * x; }
 __device__ __forceinline__ real jc_pow3(real x) { return x * x * x; }
 """
@@ -700,7 +711,7 @@ def cuda_source(definition: Definition, arguments: list[str], ranks: dict[str, i
     dims = [f"_n{k}" for k in range(len(definition.indices))]
     params = ["real* __restrict__ _out", *(f"const real* __restrict__ {arrays[a]}" for a in arguments),
               *(f"long long {d}" for d in dims), *(f"long long {s}" for a in arguments for s in shapes[a])]
-    lines = [f"// {definition.source}", _CUDA_PRELUDE,
+    lines = [f"// {definition.source}", _CUDA_PRELUDE, ops.CUDA_HELPERS,
              f'extern "C" __global__ void {CUDA_KERNEL_NAME}({", ".join(params)}) {{',
              "    long long _t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
              f"    if (_t >= {' * '.join(dims)}) return;"]

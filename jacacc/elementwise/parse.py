@@ -5,7 +5,9 @@ reads ``a[i + k, 2*j - 1]`` at integer-affine index expressions (coefficients
 may be 0, negative or greater than 1), ``sum(k, lo, hi, expr)`` over
 ``lo ≤ k ≤ hi`` with bounds affine in the enclosing indices, numbers,
 ``+ - * / **`` and unary minus with Python's precedence (``-x**2`` is
-``-(x**2)``), and the functions ``exp log sqrt tanh sin cos abs``.  Python's
+``-(x**2)``), and the functions of :data:`FUNCTIONS` — the unary operations of
+:mod:`jacacc.ops` by their names there (``exp``, ``tanh``, ``arcsin``, ``erf``,
+``abs``, ``relu`` …).  Python's
 own parser reads the text (the grammar is a subset of Python's expressions);
 this module checks that subset and builds a small tree whose every node
 knows its column in the source, so an error names the problem and where it is.
@@ -28,15 +30,25 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from jacacc import ops
 from jacacc.errors import JacaccError, SizeLimitError
 
-__all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "Affine", "Binary", "Call", "Condition", "Definition", "Guard",
-           "Limit", "Node", "Number", "Power", "Quotient", "Read", "SourceError", "Summation", "Unary", "chain",
-           "children", "expression_text", "parse", "rebuild", "unparse", "walk"]
+__all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "LEFT_OUT", "Affine", "Binary", "Call", "Condition", "Definition",
+           "Guard", "Limit", "Node", "Number", "Power", "Quotient", "Read", "SourceError", "Summation", "Unary",
+           "chain", "children", "expression_text", "parse", "rebuild", "unparse", "walk"]
 
-#: the scalar functions the language knows
-#: (``sign``, the derivative of ``abs``, keeps derivatives in the language)
-FUNCTIONS = ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "sign")
+#: the unary operations of :mod:`jacacc.ops` the language leaves out, and why
+LEFT_OUT = {
+    "neg": "the language's own -x",
+    "pos": "the identity",
+    "stop_gradient": "a front end's device for custom derivative rules, not a function",
+    "tangent_seed": "a front end's device for custom derivative rules, not a function",
+}
+#: the scalar functions the language knows: the unary operations of :mod:`jacacc.ops` (their
+#: derivatives and their Numba and CUDA spellings are the table's) but those in :data:`LEFT_OUT`.
+#: The piecewise-constant ``sign`` and ``heaviside`` are among them, so the derivatives of ``abs``
+#: and ``relu`` stay in the language.
+FUNCTIONS = tuple(name for name in ops.names(arity=1) if name not in LEFT_OUT)
 
 
 class SourceError(JacaccError, ValueError):
@@ -439,7 +451,7 @@ class _Parser:
             if node.func.id == "sum":
                 return self.summation(node, bound)
             if node.func.id not in FUNCTIONS:
-                raise self.fail(f"unknown function {node.func.id} (known: {', '.join(FUNCTIONS)}, sum)", node)
+                raise self.fail(_unknown_function(node.func.id), node)
             if len(node.args) != 1:
                 raise self.fail(f"{node.func.id} takes one argument, got {len(node.args)}", node)
             return Call(col, node.func.id, self.expression(node.args[0], bound))
@@ -610,6 +622,17 @@ class _Parser:
 
 
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+def _unknown_function(name: str) -> str:
+    canonical = ops.resolve(name)
+    if canonical in FUNCTIONS:
+        return f"{name} is called {canonical} in the language"
+    if canonical in LEFT_OUT:
+        return f"{name} is not a function of the language ({LEFT_OUT[canonical]})"
+    if canonical is not None:
+        return f"{name} takes {ops.get(canonical).arity} operands; the language's functions take one"
+    return f"unknown function {name} (known: {', '.join(FUNCTIONS)}, sum)"
 
 
 class _Described:

@@ -44,6 +44,7 @@ from jacacc.iverson.syntax import (
     const,
     cos,
     exp,
+    func,
     gen,
     index,
     let,
@@ -61,6 +62,6 @@ from jacacc.iverson.syntax import (
 
 __all__ = [
     "Expr", "IvTypeError", "PairType", "Translation", "adjoint", "bracket", "check", "compile", "const", "cos", "cost", "count_operations",
-    "einsum", "evaluate", "exp", "from_tensor", "forward", "gen", "gen_pushout", "grad", "index", "let", "let_lift", "log", "normalize",
+    "einsum", "evaluate", "exp", "from_tensor", "forward", "func", "gen", "gen_pushout", "grad", "index", "let", "let_lift", "log", "normalize",
     "pair", "pair_eliminate", "print_tensor", "recip", "relu", "same", "simplify", "sin", "sqrt", "sum", "tanh", "tensor_ssa", "var",
 ]

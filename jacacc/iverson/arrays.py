@@ -12,7 +12,10 @@ which is what those libraries would do with the same program written
 with broadcasting.
 
 Reads guarded by a bracket are clipped into range before gathering (the
-bracket's ``where`` discards them), so no read goes out of bounds.
+bracket's ``where`` discards them), so no read goes out of bounds.  The
+black-box functions are the operation table's spellings (:mod:`jacacc.ops`:
+``numpy``, ``jnp``, ``torch``); a function a library has no spelling of (PyTorch's
+``cbrt``) is refused by name when a program calls it.
 
 Examples
 --------
@@ -26,18 +29,21 @@ True
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import DTypeError, RegistryError, require_extra, require_real_dtype
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
 from jacacc.iverson.interpret import COMPARE, variable_array
 from jacacc.iverson.normalize import bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
+    FUNCTIONS,
     Access,
     Add,
     And,
@@ -57,6 +63,7 @@ from jacacc.iverson.syntax import (
     Proj,
     Sum,
     Var,
+    operation_name,
 )
 
 __all__ = ["ARRAY_LIBRARIES", "array_function"]
@@ -75,15 +82,27 @@ class _Lib:
     logical_and: Callable[[Any, Any], Any]
     logical_or: Callable[[Any, Any], Any]
     broadcast_to: Callable[[Any, tuple[int, ...]], Any]
+    name: str = "numpy"
+
+
+def _functions(spelling: Callable[[ops.Operation], str], modules: dict[str, str]) -> dict[str, Callable[[Any], Any]]:
+    """The language's functions (:data:`~jacacc.iverson.syntax.FUNCTIONS`) as one library's
+    callables, from their spellings in :mod:`jacacc.ops` (``modules`` maps the spellings'
+    module aliases, ``jnp`` → ``jax.numpy``); a function the library cannot spell is left out."""
+    out = {}
+    for name in FUNCTIONS:
+        text = spelling(ops.get(operation_name(name)))
+        if text:
+            module, _, attr = text.rpartition(".")
+            out[name] = getattr(importlib.import_module(modules.get(module, module)), attr)
+    return out
 
 
 def _numpy() -> _Lib:
     import numpy as np
 
     return _Lib(lambda x: np.asarray(x, dtype=np.float64), lambda n: np.arange(n), np.where,
-                lambda x, axis: np.sum(x, axis=axis), np.clip,
-                {"exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "sqrt": np.sqrt, "tanh": np.tanh,
-                 "relu": lambda a: np.maximum(a, 0.0), "recip": lambda a: 1.0 / a},
+                lambda x, axis: np.sum(x, axis=axis), np.clip, dict(FUNCTIONS),
                 np.logical_and, np.logical_or, np.broadcast_to)
 
 
@@ -92,9 +111,8 @@ def _jax() -> _Lib:
     jnp = jax.numpy
     return _Lib(lambda x: jnp.asarray(x), lambda n: jnp.arange(n), jnp.where,
                 lambda x, axis: jnp.sum(x, axis=axis), jnp.clip,
-                {"exp": jnp.exp, "log": jnp.log, "sin": jnp.sin, "cos": jnp.cos, "sqrt": jnp.sqrt,
-                 "tanh": jnp.tanh, "relu": lambda a: jnp.maximum(a, 0.0), "recip": lambda a: 1.0 / a},
-                jnp.logical_and, jnp.logical_or, jnp.broadcast_to)
+                _functions(lambda op: op.jnp, {"jnp": "jax.numpy"}),
+                jnp.logical_and, jnp.logical_or, jnp.broadcast_to, "jax")
 
 
 def _torch() -> _Lib:
@@ -104,10 +122,8 @@ def _torch() -> _Lib:
         return x if isinstance(x, torch.Tensor) else torch.as_tensor(x, dtype=torch.float64)
 
     return _Lib(asarray, lambda n: torch.arange(n), torch.where, lambda x, axis: torch.sum(x, dim=axis),
-                lambda x, lo, hi: torch.clamp(x, lo, hi),
-                {"exp": torch.exp, "log": torch.log, "sin": torch.sin, "cos": torch.cos, "sqrt": torch.sqrt,
-                 "tanh": torch.tanh, "relu": torch.relu, "recip": torch.reciprocal},
-                torch.logical_and, torch.logical_or, torch.broadcast_to)
+                lambda x, lo, hi: torch.clamp(x, lo, hi), _functions(lambda op: op.torch, {}),
+                torch.logical_and, torch.logical_or, torch.broadcast_to, "torch")
 
 
 #: library name -> loader of its operations
@@ -205,7 +221,10 @@ def _scalar_step(e: Expr, axes: list[tuple[str, int]], env: dict[str, Any], lib:
     if isinstance(e, Mul):
         return (yield _scalar_step(e.a, axes, env, lib)) * (yield _scalar_step(e.b, axes, env, lib))
     if isinstance(e, Func):
-        return lib.functions[e.name]((yield _scalar_step(e.arg, axes, env, lib)))
+        function = lib.functions.get(e.name)
+        if function is None:
+            raise IvTypeError(f"{lib.name} has no spelling of the function {e.name} (jacacc.ops lists none)")
+        return function((yield _scalar_step(e.arg, axes, env, lib)))
     if isinstance(e, Bracket):
         mask = yield _pred(e.pred, axes, env, lib)
         if isinstance(mask, bool):  # a constant predicate: no where (torch wants a tensor condition)

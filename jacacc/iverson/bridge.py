@@ -33,7 +33,7 @@ Examples
 ⊞_{i<2} ⊞_{j<2} Σ_{k<3} A[i, k] · B[k, j]
 >>> f = trace(lambda w, X: np.sum(np.log1p(np.exp(X @ w))), [np.zeros(2), np.zeros((3, 2))])
 >>> print(print_tensor(f.outputs[0]))
-Σ_{i<3} log(1 + exp(Σ_{j<2} X[i, j] · w[j]))
+Σ_{i<3} log1p(exp(Σ_{j<2} X[i, j] · w[j]))
 >>> X = np.arange(6.0).reshape(3, 2) / 10
 >>> t = from_tensor(f.outputs[0])
 >>> bool(np.isclose(t.evaluate(w=np.ones(2), X=X), np.sum(np.log1p(np.exp(X @ np.ones(2))))))
@@ -80,10 +80,14 @@ Shape = tuple[int, ...]
 # Index names are handed out in this order (the usual i, j, k first), then with numeric suffixes.
 _INDEX_NAMES = "ijklmnopqrstuvwxyzabcdefgh"
 
-# Scalar functions the iverson language has as black boxes, under the same name, and those
-# written with them (:func:`_scalar_function`).
-_DIRECT = {"exp", "log", "sqrt", "sin", "cos", "tanh", "relu"}
-_DERIVED = {"log1p", "reciprocal", "abs", "heaviside", "sign", "shift", "pow"}
+# The tensor level's elementwise functions written with iverson's own constructs rather than as
+# black-box calls (:func:`_scalar_function`): data brackets and powers; every other unary operation
+# of the table that the language accepts is a call of the same operation (iv.func).
+_WRITTEN = {"heaviside", "sign", "shift", "pow"}
+
+
+def _translatable(name: str) -> bool:
+    return name in _WRITTEN or _syntax.IVERSON_NAMES.get(name, name) in _syntax.FUNCTIONS
 
 # Largest integer exponent written as a product x·x·…·x; larger ones square a scalar let, so that
 # x**1000 is a program of a dozen multiplications rather than a thousand.
@@ -339,7 +343,7 @@ def _unary_reads(node: Tensor) -> int:
     """How many times the scalar formula of an elementwise node reads its argument: more than one
     read of a computed tensor is a use to share, like a second user in the DAG."""
     name, p = node.param
-    if name in ("abs", "sign"):
+    if name == "sign":  # [x > 0] - [x < 0]
         return 2
     if name == "pow" and p is not None and float(p).is_integer() and abs(p) >= 2:
         return 2  # x·x·… (how many times does not matter: more than once)
@@ -394,14 +398,8 @@ _BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
 def _scalar_function(name: str, p: float | None, x: Expr, names: Iterator[str]) -> Expr:
     """The elementwise function ``name`` (parameter ``p``) of one scalar, in iverson's vocabulary
     (``names``: fresh names for the scalar ``let`` of a large power)."""
-    if name in _DIRECT:
-        return getattr(_syntax, name)(x)
-    if name == "log1p":
-        return log(1.0 + x)
-    if name == "reciprocal":
-        return recip(x)
-    if name == "abs":  # |x| = relu(x) + relu(-x): iverson has no abs, and relu is its one kink
-        return relu(x) + relu(-x)
+    if name not in _WRITTEN:
+        return _syntax.func(name, x)
     if name == "heaviside":
         return bracket(x > 0)
     if name == "sign":
@@ -484,11 +482,11 @@ def from_tensor(root: Tensor) -> Translation:
     >>> from jacacc.tensor import trace
     >>> f = trace(lambda x: np.sum(np.abs(x) * np.exp(x)), [np.zeros(3)])
     >>> print(print_tensor(f.outputs[0]))
-    Σ_{i<3} (relu(x[i]) + relu(-x[i])) · exp(x[i])
-    >>> g = trace(lambda x: np.sum(np.abs(np.sin(x))), [np.zeros(3)])
+    Σ_{i<3} abs(x[i]) · exp(x[i])
+    >>> g = trace(lambda x: np.sum(np.sign(np.sin(x))), [np.zeros(3)])
     >>> print(print_tensor(g.outputs[0]))
     let t0 = ⊞_{i<3} sin(x[i]) in
-    Σ_{i<3} relu(t0[i]) + relu(-t0[i])
+    Σ_{i<3} [t0[i] > 0] - [t0[i] < 0]
     """
     root = _root(root)
     order = nodes_of([root])
@@ -557,7 +555,7 @@ def _translate(node: Tensor, args: list[_Lazy], const_names: Iterator[str], scal
             raise UnsupportedOperationError(f"the elementwise function {name!r} of {len(args)} operands has no "
                                             "translation to jacacc.iverson")
         (arg,) = args
-        if name not in _DIRECT and name not in _DERIVED:  # refuse now, not at the first read
+        if not _translatable(name):  # refuse now, not at the first read
             raise UnsupportedOperationError(f"the elementwise function {name!r} has no translation to "
                                             "jacacc.iverson")
         return _Lazy(shape, lambda idx, scope: _scalar_function(name, p, arg.read(idx, scope), scalar_names))

@@ -42,12 +42,16 @@ def kernel(a_0):
 from __future__ import annotations
 
 import builtins
+import functools
+import importlib
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import RegistryError, require_extra
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.arrays import _Lib, _value
@@ -55,6 +59,7 @@ from jacacc.iverson.check import check
 from jacacc.iverson.interpret import bind_arrays
 from jacacc.iverson.normalize import _pushout, bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
+    FUNCTIONS,
     Access,
     Add,
     Affine,
@@ -81,6 +86,7 @@ from jacacc.iverson.syntax import (
     has_data_atoms,
     index,
     index_part,
+    operation_name,
     unshadowed,
 )
 
@@ -164,6 +170,31 @@ def _exec(source: str, tag: str, namespace: dict[str, Any]) -> Callable[..., Any
     return namespace["kernel"]
 
 
+def _spelling(name: str, backend: str) -> str:
+    """The spelling of the language's function ``name`` for ``backend`` (``"numpy"``, ``"numba"``):
+    the operation table's (:mod:`jacacc.ops`), a function or a template with ``{0}``."""
+    return getattr(ops.get(operation_name(name)), backend)
+
+
+def _call_text(spelling: str, arguments: list[str]) -> str:
+    """The code of a call of ``spelling`` (a dotted function, or a template) on ``arguments``."""
+    return spelling.format(*arguments) if "{" in spelling else f"{spelling}({', '.join(arguments)})"
+
+
+@functools.cache
+def _namespace(backend: str) -> dict[str, Any]:
+    """The modules the spellings of the language's functions call, under the names they call them by
+    (``np``, ``math``, ``scipy``, ``jacacc``); each kernel gets a copy."""
+    out: dict[str, Any] = {"np": np, "math": math}
+    for name in FUNCTIONS:
+        spelling = _spelling(name, backend)
+        module = spelling.rpartition(".")[0]
+        if "{" not in spelling and module and module.split(".")[0] not in out:  # templates use np, math
+            importlib.import_module(module)  # ``scipy.special``: the submodule must be loaded
+            out[module.split(".")[0]] = importlib.import_module(module.split(".")[0])
+    return out
+
+
 def _identifier(prefix: str, counter: itertools.count) -> str:
     return f"{prefix}{next(counter)}"
 
@@ -172,10 +203,7 @@ def _identifier(prefix: str, counter: itertools.count) -> str:
 
 
 class _LoopPrinter:
-    def __init__(self, python_floats: bool = False) -> None:
-        # under CPython a float division by zero raises; NumPy's division gives ±inf / nan like the
-        # interpreter and Numba's error_model="numpy" (a hoisted value may divide by a zero it never uses)
-        self.division = "np.divide(1.0, {})" if python_floats else "(1.0 / {})"
+    def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 1
         self.counter = itertools.count()
@@ -309,11 +337,13 @@ class _LoopPrinter:
             return self.named(f"({a} {'+' if isinstance(e, Add) else '*'} {b})", 1 + max(da, db))
         if isinstance(e, Func):
             arg, depth = yield self._scalar(e.arg)
-            if e.name == "relu":
-                return self.named(f"max({arg}, 0.0)", depth + 1)
-            if e.name == "recip":
-                return self.named(self.division.format(arg), depth + 2)
-            return self.named(f"np.{e.name}({arg})", depth + 1)
+            spelling = _spelling(e.name, "numba")
+            if spelling.count("{0}") > 1 and not arg.isidentifier():
+                # a template that reads its operand more than once (relu's NaN test): compute it once
+                name = self.temp("t")
+                self.emit(f"{name} = {arg}")
+                arg, depth = name, 0
+            return self.named(_call_text(spelling, [arg]), depth + 1)
         if isinstance(e, Bracket):
             out = self.temp("b")
             self.emit(f"{out} = 0.0")
@@ -442,21 +472,24 @@ def _has_bracket_addend(e: Expr) -> bool:
 def _numba_backend(expr: Expr) -> CompiledProgram:
     numba = require_extra("numba", "numba")
     source, inputs, takes_out = _loop_source(expr)
-    kernel = _exec(source, "numba", {"np": np})
+    kernel = _exec(source, "numba", dict(_namespace("numba")))
     return CompiledProgram(expr, "numba", source, numba.njit(error_model="numpy")(kernel), inputs, takes_out)
 
 
 def _python_loops_backend(expr: Expr) -> CompiledProgram:
-    """The loop source run by the Python interpreter (no Numba): for debugging generated code."""
-    source, inputs, takes_out = _loop_source(expr, python_floats=True)
-    return CompiledProgram(expr, "loops", source, _exec(source, "loops", {"np": np}), inputs, takes_out)
+    """The loop source run by the Python interpreter (no Numba): for debugging generated code.
+
+    The functions are Numba's spellings, NumPy's on Python floats: ``recip(0)`` is inf, not a
+    :class:`ZeroDivisionError`, as in the interpreter."""
+    source, inputs, takes_out = _loop_source(expr)
+    return CompiledProgram(expr, "loops", source, _exec(source, "loops", dict(_namespace("numba"))), inputs, takes_out)
 
 
-def _loop_source(expr: Expr, python_floats: bool = False) -> tuple[str, list[str], bool]:
+def _loop_source(expr: Expr) -> tuple[str, list[str], bool]:
     """The kernel's source, its inputs, and whether it writes a tensor result into an ``out`` argument."""
     bindings, out = bindings_of(gen_pushout(expr))
     inputs = sorted(expr.free_vars)
-    printer = _LoopPrinter(python_floats)
+    printer = _LoopPrinter()
     for name in inputs:
         printer.vars[name] = f"a_{len(printer.vars)}"
     params = [printer.vars[n] for n in inputs]
@@ -611,9 +644,7 @@ class _ArrayPrinter:
         def asarray(x: Any) -> _Sym:
             return self.lift(x)
 
-        functions = {name: call(f"np.{name}") for name in ("exp", "log", "sin", "cos", "sqrt", "tanh")}
-        functions["relu"] = lambda a: call("np.maximum")(a, 0.0)
-        functions["recip"] = lambda a: self.lift(1.0) / a
+        functions = {name: call(_spelling(name, "numpy")) for name in FUNCTIONS}
         return _Lib(asarray, arange, call("np.where"), reduce_sum, clip, functions, call("np.logical_and"),
                     call("np.logical_or"), broadcast_to)
 
@@ -636,7 +667,7 @@ def _numpy_backend(expr: Expr) -> CompiledProgram:
     body = printer.lines or ["    pass"]
     source = "\n".join([f"def kernel({', '.join(params)}):", "    with np.errstate(all='ignore'):"]
                        + ["    " + line for line in body] + [f"        return {returned}"]) + "\n"
-    return CompiledProgram(expr, "numpy", source, _exec(source, "numpy", {"np": np}), inputs)
+    return CompiledProgram(expr, "numpy", source, _exec(source, "numpy", dict(_namespace("numpy"))), inputs)
 
 
 def _returned(value: Any) -> str:

@@ -34,24 +34,29 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from jacacc import ops
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.check import check
 from jacacc.iverson.normalize import Binding, bindings_of, let_chain, normalize, read_at
 from jacacc.iverson.simplify import simplify, zero_of
 from jacacc.iverson.syntax import (
+    IVERSON_NAMES,
     Access,
     Add,
     Affine,
     Bracket,
     Cmp,
     Const,
+    DataCmp,
     Expr,
     Func,
     Gen,
     IvTypeError,
     Mul,
+    Or,
     Pair,
     PairType,
     Pred,
@@ -63,11 +68,12 @@ from jacacc.iverson.syntax import (
     conjoin,
     fresh,
     index,
+    operation_name,
     substitute_indices,
     type_text,
 )
 
-__all__ = ["adjoint", "derivative_of_function", "forward", "grad"]
+__all__ = ["IversonBuilder", "adjoint", "derivative_of_function", "forward", "grad"]
 
 
 def _check_wrt(expr: Expr, wrt: Var) -> dict[str, Type]:
@@ -80,28 +86,84 @@ def _check_wrt(expr: Expr, wrt: Var) -> dict[str, Type]:
     return free
 
 
-def derivative_of_function(name: str, arg: Expr, self_read: Expr | None) -> Expr:
-    """``f'(arg)`` written with atoms; ``self_read`` is ``f(arg)`` already computed, when available."""
-    if name == "exp":
-        return self_read if self_read is not None else Func("exp", arg)
-    if name == "log":
-        return Func("recip", arg)
-    if name == "sin":
-        return Func("cos", arg)
-    if name == "cos":
-        return Mul(Const(-1.0), Func("sin", arg))
-    if name == "sqrt":
-        root = self_read if self_read is not None else Func("sqrt", arg)
-        return Mul(Const(0.5), Func("recip", root))
-    if name == "tanh":
-        t = self_read if self_read is not None else Func("tanh", arg)
-        return Add(Const(1.0), Mul(Const(-1.0), Mul(t, t)))
-    if name == "relu":
-        return Bracket(arg > 0.0, Const(1.0))
-    if name == "recip":
-        r = self_read if self_read is not None else Func("recip", arg)
-        return Mul(Const(-1.0), Mul(r, r))
-    raise IvTypeError(f"no derivative rule for {name!r}")  # pragma: no cover - FUNCTIONS all have one
+class IversonBuilder:
+    """The operation table's builder (:class:`jacacc.ops.Builder`) for Iverson expressions.
+
+    The derivatives of :mod:`jacacc.ops` written with it are the local
+    derivatives of the language's functions: sums and products are
+    :class:`Add` and :class:`Mul`, constants :class:`Const`, calls
+    :class:`Func` under the language's names (``reciprocal`` is ``recip``),
+    ``heaviside(x)`` the bracket ``[x > 0]`` and a predicate ``[a > b]`` a data
+    bracket — the language's own forms, which :func:`~jacacc.iverson.simplify.simplify`
+    and the code generators treat as brackets.
+
+    Examples
+    --------
+    >>> from jacacc import ops
+    >>> import jacacc.iverson as iv
+    >>> x = iv.var("x", (2,))
+    >>> [str(p) for p in ops.partials("relu", IversonBuilder(), [x[0]], None)]
+    ['[x[0] > 0]']
+    >>> [str(p) for p in ops.partials("arctan", IversonBuilder(), [x[0]], None)]
+    ['1 / (x[0] · x[0] + 1)']
+    """
+
+    def constant(self, value: float) -> Expr:
+        return Const(value)
+
+    def add(self, a: Expr, b: Expr) -> Expr:
+        return Add(a, b)
+
+    def multiply(self, a: Expr, b: Expr) -> Expr:
+        return Mul(a, b)
+
+    def power(self, a: Expr, exponent: float) -> Expr:
+        """``a ** exponent`` with the language's operations: products for integers, ``sqrt`` for
+        halves, ``exp(p · log a)`` otherwise (where ``a > 0``)."""
+        if exponent < 0:
+            return Func("recip", self.power(a, -exponent))
+        if float(exponent).is_integer():
+            out = a
+            for _ in range(int(exponent) - 1):
+                out = Mul(out, a)
+            return out
+        if exponent == 0.5:
+            return Func("sqrt", a)
+        return Func("exp", Mul(Const(exponent), Func("log", a)))
+
+    def call(self, name: str, args: Sequence[Expr]) -> Expr:
+        op = ops.get(name)
+        if op.name == "heaviside":
+            return Bracket(args[0] > 0.0, Const(1.0))
+        if op.piecewise_constant and op.infix:  # a predicate: [a > b] as a data bracket
+            a, b = args
+            pred = Or(DataCmp("<", a, b), DataCmp(">", a, b)) if op.infix == "!=" else DataCmp(op.infix, a, b)
+            return Bracket(pred, Const(1.0))
+        if op.arity != 1:
+            raise IvTypeError(f"the language has no function {op.name!r} of {op.arity} operands")
+        return Func(IVERSON_NAMES.get(op.name, op.name), args[0])
+
+
+_BUILDER = IversonBuilder()
+
+
+def derivative_of_function(name: str, arg: Expr, self_read: Expr | None) -> Expr | ops.Zero:
+    """``f'(arg)`` written with atoms, :data:`jacacc.ops.ZERO` for a piecewise-constant ``f``.
+
+    The derivative is the operation table's (:mod:`jacacc.ops`), built by
+    :class:`IversonBuilder`; ``self_read`` is ``f(arg)`` already computed, when
+    available (``exp' `` is then ``self_read`` itself).
+
+    Examples
+    --------
+    >>> import jacacc.iverson as iv
+    >>> x = iv.var("x", (2,))
+    >>> print(derivative_of_function("tanh", x[0], x[1]))
+    1 - x[1] · x[1]
+    >>> derivative_of_function("sign", x[0], None)
+    ZERO
+    """
+    return ops.partials(operation_name(name), _BUILDER, [arg], self_read)[0]
 
 
 def _scope_of(value: Expr) -> tuple[list[tuple[str, int]], Expr]:
@@ -188,7 +250,8 @@ def _tangent_step(e: Expr, tangents: dict[str, Var], self_read: Expr | None) -> 
         return None if not terms else terms[0] if len(terms) == 1 else Add(terms[0], terms[1])
     if isinstance(e, Func):
         da = yield _tangent_step(e.arg, tangents, None)
-        return None if da is None else Mul(derivative_of_function(e.name, e.arg, self_read), da)
+        fprime = derivative_of_function(e.name, e.arg, self_read) if da is not None else ops.ZERO
+        return None if fprime is ops.ZERO else Mul(fprime, da)
     if isinstance(e, (Gen, Sum)):
         d = yield _tangent_step(e.body, tangents, self_read)
         return None if d is None else type(e)(e.index, e.extent, d)
@@ -252,7 +315,8 @@ def _reads_step(e: Expr, active: set[str], sums: tuple, guards: tuple, coeff: Ex
         return
     if isinstance(e, Func):
         fprime = derivative_of_function(e.name, e.arg, self_read)
-        yield _reads_step(e.arg, active, sums, guards, _scaled(coeff, fprime), None, out)
+        if fprime is not ops.ZERO:  # a piecewise-constant function passes no derivative on
+            yield _reads_step(e.arg, active, sums, guards, _scaled(coeff, fprime), None, out)
         return
     if isinstance(e, Sum):
         yield _reads_step(e.body, active, sums + ((e.index, e.extent),), guards, coeff, None, out)

@@ -48,12 +48,13 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "FUNCTIONS", "Access", "Add", "Affine", "And", "BoolConst", "Bracket", "Cmp", "Const", "DataCmp", "Expr",
-    "Func", "Gen", "IvTypeError", "Let", "Mul", "Or", "Pair", "PairType", "Pred", "Proj", "Sum", "Var",
-    "as_affine", "as_expr", "bracket", "const", "cos", "exp", "fresh", "gen", "index", "let", "log", "pair",
-    "recip", "relu", "same", "sin", "sqrt", "sum", "tanh", "var",
+    "FUNCTIONS", "IVERSON_NAMES", "LEFT_OUT", "Access", "Add", "Affine", "And", "BoolConst", "Bracket", "Cmp",
+    "Const", "DataCmp", "Expr", "Func", "Gen", "IvTypeError", "Let", "Mul", "Or", "Pair", "PairType", "Pred",
+    "Proj", "Sum", "Var", "as_affine", "as_expr", "bracket", "const", "cos", "exp", "fresh", "func", "gen",
+    "index", "let", "log", "operation_name", "pair", "recip", "relu", "same", "sin", "sqrt", "sum", "tanh", "var",
 ]
 
+from jacacc import ops
 from jacacc.errors import DTypeError, JacaccError
 from jacacc.iverson._stack import Step, drive
 
@@ -538,15 +539,30 @@ def has_data_atoms(p: Pred) -> bool:
 
 # ----------------------------------------------------------------------------- expressions
 
+#: Iverson's own names for operations of the table (:mod:`jacacc.ops`); every other function
+#: is called by the table's canonical name.  The one place the two vocabularies meet.
+IVERSON_NAMES: dict[str, str] = {"reciprocal": "recip"}
+#: the unary operations of the table the language leaves out, and why
+LEFT_OUT: dict[str, str] = {
+    "neg": "the language's own -x",
+    "pos": "the identity",
+    "stop_gradient": "a front end's device for custom derivative rules, not a function",
+    "tangent_seed": "a front end's device for custom derivative rules, not a function",
+}
+
+
+def operation_name(name: str) -> str:
+    """The :mod:`jacacc.ops` name of the language's function ``name`` (``recip`` → ``reciprocal``)."""
+    return _OPS_NAMES.get(name, name)
+
+
+_OPS_NAMES = {mine: theirs for theirs, mine in IVERSON_NAMES.items()}
+
+#: the black-box scalar functions: every unary operation of :mod:`jacacc.ops` but those in
+#: :data:`LEFT_OUT`, by its Iverson name, with its NumPy value (``recip(0)`` is inf under
+#: ``np.errstate``, never a Python exception).  Derivatives and spellings are the table's.
 FUNCTIONS: dict[str, Callable[[float], float]] = {
-    "exp": np.exp,
-    "log": np.log,
-    "sin": np.sin,
-    "cos": np.cos,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "relu": lambda a: np.maximum(a, 0.0),
-    "recip": lambda a: np.divide(1.0, a),  # inf at 0 (under errstate), never a Python exception
+    IVERSON_NAMES.get(name, name): ops.get(name).function for name in ops.names(arity=1) if name not in LEFT_OUT
 }
 
 
@@ -913,6 +929,18 @@ class Mul(_Binary):
     symbol = "·"
 
 
+def _unknown_function(name: Any) -> str:
+    canonical = ops.resolve(name) if isinstance(name, str) else None
+    if canonical in LEFT_OUT:
+        return f"the operation {name!r} is not a function of the language ({LEFT_OUT[canonical]})"
+    mine = IVERSON_NAMES.get(canonical, canonical)
+    if mine in FUNCTIONS:  # another name of one of the language's functions: iv.func takes it
+        return f"{name!r} is called {mine!r} in the language (or use iv.func)"
+    if canonical is not None:
+        return f"the operation {name!r} takes {ops.get(canonical).arity} operands; the language's functions take one"
+    return f"unknown function {name!r}; known: {', '.join(sorted(FUNCTIONS))}"
+
+
 class Func(Expr):
     """A black-box scalar function (one of :data:`FUNCTIONS`) applied to a scalar."""
 
@@ -920,7 +948,7 @@ class Func(Expr):
 
     def __init__(self, name: str, arg: Expr) -> None:
         if name not in FUNCTIONS:
-            raise IvTypeError(f"unknown function {name!r}; known: {', '.join(sorted(FUNCTIONS))}")
+            raise IvTypeError(_unknown_function(name))
         arg = as_expr(arg)
         _require_scalar(arg, name)
         object.__setattr__(self, "name", name)
@@ -1307,6 +1335,22 @@ def let(name: str, value: Any, body: Any) -> Let:
 
 def pair(a: Any, b: Any) -> Pair:
     return Pair(as_expr(a), as_expr(b))
+
+
+def func(name: str, x: Any) -> Func:
+    """The function ``name`` of :data:`FUNCTIONS` applied to the scalar ``x``.
+
+    ``name`` is the language's name (``recip``) or any name of the operation in
+    :mod:`jacacc.ops` (``reciprocal``, ``absolute``, ``expit``).
+
+    Examples
+    --------
+    >>> x = var("x", (3,))
+    >>> print(func("arcsin", x[0]) + func("reciprocal", x[1]) + func("absolute", x[2]))
+    arcsin(x[0]) + 1 / x[1] + abs(x[2])
+    """
+    canonical = ops.resolve(name) if isinstance(name, str) else None
+    return Func(IVERSON_NAMES.get(canonical, canonical) if canonical is not None else name, as_expr(x))
 
 
 def _func(name: str) -> Callable[[Any], Expr]:

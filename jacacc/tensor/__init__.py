@@ -22,6 +22,7 @@ Examples
 True
 """
 
+from jacacc.tensor import arrays as _arrays  # noqa: F401 - registers NumPy's array functions
 from jacacc.tensor import numpy_linalg as _numpy_linalg  # noqa: F401 - registers the np.linalg handlers
 from jacacc.tensor.api import (
     CompressedHessian,

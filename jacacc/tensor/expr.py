@@ -194,7 +194,8 @@ def const(value: Any) -> Tensor:
     """A constant array (scalars and small arrays are shared by value)."""
     array = np.asarray(value, dtype=float)
     if array.ndim == 0:
-        return _intern("const", (), (), ("scalar", float(array)), array)
+        # the sign bit is part of the key: -0.0 == 0.0, but x / -0.0 is -inf
+        return _intern("const", (), (), ("scalar", float(array), bool(np.signbit(array))), array)
     if array.size <= 64:
         return _intern("const", array.shape, (), ("small", array.tobytes()), array)
     array = array.copy()

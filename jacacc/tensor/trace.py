@@ -585,63 +585,29 @@ def _einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Traced:
 
 
 def _matmul(x: Any, y: Any) -> Traced:
-    a, b = _node(x), _node(y)
-    if a.ndim == 0 or b.ndim == 0:
-        raise UnsupportedOperationError("np.matmul with a scalar operand (use *)")
-    if a.ndim == 1 and b.ndim == 1:
-        return Traced(E.einsum("i,i->", a, b))
-    if a.ndim <= 2 and b.ndim <= 2:
-        la = "ij"[2 - a.ndim:] if a.ndim == 2 else "j"
-        lb = "jk" if b.ndim == 2 else "j"
-        out = ("i" if a.ndim == 2 else "") + ("k" if b.ndim == 2 else "")
-        if a.shape[-1] != b.shape[0]:
-            raise UnsupportedOperationError(f"np.matmul: shapes {a.shape} and {b.shape} do not align")
-        return Traced(E.einsum(f"{la},{lb}->{out}", a, b))
-    if a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
-        batch = _letters(a.ndim - 2, 3)
-        return Traced(E.einsum(f"{batch}ij,{batch}jk->{batch}ik", a, b))
-    raise UnsupportedOperationError(f"np.matmul of shapes {a.shape} and {b.shape} (batched operands need equal batch shapes)")
+    # NumPy's rules (broadcast batch axes, 1-D operands) live with the other array functions
+    from jacacc.tensor.arrays import matmul_nodes
+
+    return Traced(matmul_nodes(_node(x), _node(y)))
 
 
 def _dot(x: Any, y: Any) -> Traced:
-    a, b = _node(x), _node(y)
-    if a.ndim == 0 or b.ndim == 0:
-        return Traced(_elementwise_product(a, b))
-    if a.ndim <= 2 and b.ndim <= 2:
-        return _matmul(x, y)
-    la = _letters(a.ndim)
-    lb = _letters(b.ndim, a.ndim)
-    lb = lb[:-2] + la[-1] + lb[-1] if b.ndim >= 2 else la[-1]
-    out = la[:-1] + lb.replace(la[-1], "")
-    return Traced(E.einsum(f"{la},{lb}->{out}", a, b))
+    from jacacc.tensor.arrays import dot_nodes
+
+    return Traced(dot_nodes(_node(x), _node(y)))
 
 
 def _transpose(x: Any, axes: Any = None) -> Traced:
-    a = _node(x)
-    labels = _letters(a.ndim)
-    if axes is None:
-        order = list(range(a.ndim))[::-1]
-    else:
-        order = [int(k) % max(a.ndim, 1) for k in axes]
-        if sorted(order) != list(range(a.ndim)):
-            raise TraceError(f"np.transpose: axes {tuple(axes)} are not a permutation of {a.ndim} axes")
-    return Traced(E.einsum(labels + "->" + "".join(labels[k] for k in order), a))
+    from jacacc.tensor.arrays import transpose_
+
+    return transpose_(x, axes)
 
 
-def _sum(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kwargs: Any) -> Traced:
-    if out is not None or keepdims or kwargs or dtype is not None:
-        named = [k for k, v in (("out", out), ("keepdims", keepdims), ("dtype", dtype)) if v] + list(kwargs)
-        raise UnsupportedOperationError(f"np.sum with {', '.join(named)} is not supported by jacacc.tensor")
-    a = _node(x)
-    labels = _letters(a.ndim)
-    if axis is None:
-        axes = set(range(a.ndim))
-    else:
-        axes_list = [axis] if isinstance(axis, numbers.Integral) else list(axis)
-        if any(not -a.ndim <= int(k) < a.ndim for k in axes_list):
-            raise TraceError(f"np.sum: axis {axis} out of range for shape {a.shape}")
-        axes = {int(k) % a.ndim for k in axes_list}
-    return Traced(E.einsum(labels + "->" + "".join(c for k, c in enumerate(labels) if k not in axes), a))
+def _sum(x: Any, axis: Any = None, **kwargs: Any) -> Traced:
+    # ndarray.sum and np.sum: axes, keepdims and the refused keywords in jacacc.tensor.arrays
+    from jacacc.tensor.arrays import sum_
+
+    return sum_(x, axis, **kwargs)
 
 
 def _diag(x: Any, k: int = 0) -> Traced:
