@@ -194,8 +194,8 @@ class Sym(Generic[V]):
 
     def __truediv__(self, other: Any) -> Sym[V]:
         other = self._lift(other)
-        if other.number is not None:
-            return self * (1.0 / other.number)
+        if other.number is not None:  # IEEE: 1/0 is inf, as the operation would give
+            return self * float(np.float64(1.0) / np.float64(other.number))
         if self.number == 0.0:
             return self
         divide = getattr(self.builder, "divide", None)
@@ -212,7 +212,7 @@ class Sym(Generic[V]):
             return _call(self.builder, "pow", (self, exponent))
         p = exponent.number
         if self.number is not None:
-            return Sym(self.builder, number=self.number**p)
+            return Sym(self.builder, number=float(np.float64(self.number) ** p))
         if p == 1.0:
             return self
         if p == 0.0:
