@@ -400,7 +400,11 @@ def _simp_step(e: Expr, ctx: _Ctx) -> Step:
     if isinstance(e, Let):
         value = yield _simp_step(e.value, ctx)
         if isinstance(value, Let):  # let x = (let h = v in b) in c  ⇒  let h = v in let x = b in c
-            return (yield _simp_step(Let(value.name, value.value, Let(e.name, value.body, e.body)), ctx))
+            inner, inner_body = value.name, value.body
+            if inner in e.body.free_vars:  # c reads an outer h: rename the floated binder apart
+                inner = fresh(inner)
+                inner_body = substitute_var(inner_body, value.name, Var(inner, value.value.type))
+            return (yield _simp_step(Let(inner, value.value, Let(e.name, inner_body, e.body)), ctx))
         if _is_copy(value):  # an alias, a constant or a (bracketed) copy: read it in place, fold what follows
             return (yield _simp_step(substitute_var(e.body, e.name, value), ctx))
         body = yield _simp_step(e.body, ctx)
