@@ -34,9 +34,13 @@ Node ids are strings or integers (the JSON exchange format allows nothing
 else).
 
 Cost.  Construction, validation and JSON loading are O(V + E) (the
-topological sort adds O(V log V) only when the vertices were not inserted in a
-topological order), so graphs of 10^6 edges load in seconds;
-``experiments/graph_scale.py`` measures it.
+topological sort adds a sort's O(V log V) only when the vertices were not
+inserted in a topological order), so graphs of 10^6 edges load in seconds;
+``experiments/graph_scale.py`` measures it.  Validation works on integer
+positions (each vertex numbered once, edges as two NumPy arrays), and a
+graph read from edges (:meth:`CompGraph.from_edges`, JSON) builds its
+``networkx.DiGraph`` on first use: loading a file and finding a Markowitz
+order need none.
 
 Non-finite partials.  A partial stored as a *number* must be finite: NaN or
 ±inf given as a number (a JSON ``NaN``/``Infinity`` token, a ``"nan"`` or
@@ -67,7 +71,10 @@ import os
 import re
 import sys
 import warnings
+from collections import deque
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import eq, itemgetter
 from typing import Any
 
 import networkx as nx
@@ -86,6 +93,13 @@ __all__ = [
 Node = Hashable
 Edge = tuple[Node, Node]
 KINDS = ("input", "intermediate", "output")
+# The kinds as the integer structure codes them (indexes into KINDS).
+_INPUT, _INTERMEDIATE, _OUTPUT = 0, 1, 2
+# What the edge readers give: the vertices in insertion order, vertex → position, each
+# edge's source and target positions, partials in normal form and the edges, in the order given.
+_ReadEdges = tuple[list[Hashable], dict[Hashable, int], np.ndarray, np.ndarray, list[Any], list[tuple[Hashable, Hashable]]]
+# Edge item types the column-wise reader takes (anything else goes the one-by-one way).
+_EDGE_TYPES = frozenset({list, tuple})
 
 
 class PrunedVerticesWarning(UserWarning):
@@ -304,13 +318,13 @@ class CompGraph:
     ) -> CompGraph:
         """Validate and wrap ``g`` itself, without the defensive copy the constructor makes.
 
-        For jacacc's own builders (:meth:`from_edges`, the tracer), which
-        create ``g`` and never touch it again: at 10^5–10^6 edges the copy
-        costs as much as all of the validation.  ``g`` is modified (pruned,
-        ``kind`` attributes, normalized partials) and owned by the result.
-        ``live=True`` promises that every vertex lies on an input→output path
-        (the tracer keeps only those), so the two reachability sweeps are skipped;
-        ``normalized=True`` that every partial is stored in normal form already.
+        For jacacc's own builders (the tracer), which create ``g`` and never
+        touch it again: at 10^5–10^6 edges the copy costs as much as all of the
+        validation.  ``g`` is modified (pruned, ``kind`` attributes, normalized
+        partials) and owned by the result.  ``live=True`` promises that every
+        vertex lies on an input→output path (the tracer keeps only those), so
+        the two reachability sweeps are skipped; ``normalized=True`` that every
+        partial is stored in normal form already.
         """
         if type(g) is not nx.DiGraph:
             raise GraphError(f"expected a networkx.DiGraph, got {type(g).__name__}")
@@ -321,7 +335,7 @@ class CompGraph:
 
     def _setup(
         self,
-        g: nx.DiGraph,
+        g: nx.DiGraph | None,
         inputs: Sequence[Node],
         outputs: Sequence[Node],
         *,
@@ -330,18 +344,36 @@ class CompGraph:
         exact_order: bool = False,
         live: bool = False,
         normalized: bool = False,
+        read: _ReadEdges | None = None,
     ) -> None:
-        """Validate ``g`` (owned by this graph from now on) and build the indexes.
+        """Validate the graph (``g``, owned by this graph from now on, or ``read``) and build the indexes.
 
-        O(V + E), but for the topological sort's heap, O(V log V), needed only
-        when the insertion order is not topological already.  ``exact_order``:
+        Validation, pruning and the topological sort run on integer positions
+        (a vertex's insertion position, edges as two arrays of them): NumPy
+        passes instead of a dict lookup per edge.  With ``g`` given, its
+        structure is read into positions first.  With ``read`` (edges as
+        :meth:`from_edges` read them) there is no ``g``: the DiGraph is built
+        on first use (:attr:`_g`), since loading a file and finding an order
+        need none, and at 10^6 edges building NetworkX's dict of dicts cost as
+        much as all of the rest of the validation.
+
+        O(V + E), but for the topological sort when the insertion order is
+        not topological (see :func:`_topological_positions`).  ``exact_order``:
         ``edge_order`` lists every edge of ``g`` exactly once (checked by the
         caller).  ``live``: every vertex is known to lie on an input→output
         path (see :meth:`_adopt`).
         """
         self._inputs = _node_list(inputs, "inputs")
         self._outputs = _node_list(outputs, "outputs")
-        self._check_endpoints(g)
+        if read is None:
+            assert g is not None
+            nodes = list(g._succ)  # insertion order (_node, _succ and _pred share it)
+            index = dict(zip(nodes, range(len(nodes)), strict=True))
+            src, dst = _edge_positions(g._succ, index)
+            partials = edges = None
+        else:
+            nodes, index, src, dst, partials, edges = read
+        input_positions, output_positions = self._check_endpoints(g, nodes, index)
         # Built once (the ids are known hashable now): membership tests run once
         # per vertex, and a set rebuilt per test made construction
         # O(V · (inputs + outputs)) (issue 24).
@@ -349,37 +381,74 @@ class CompGraph:
         self._output_set: frozenset[Node] = frozenset(self._outputs)
         # One topological sort proves acyclicity and, unless pruning removes
         # vertices, is the order kept.
-        topo = _topological_order(g)
+        topo = _topological_positions(len(nodes), src, dst)
         if topo is None:
-            self._raise_cycle(g)
-        self._check_edge_directions(g)
-        if not normalized:
-            _normalize_partials(g)
-        # Kinds, and in the same pass whether any intermediate is a source or a sink.
+            self._raise_cycle(g if g is not None else _networkx(nodes, src, dst, partials))
+        # each position's kind: _INPUT, _INTERMEDIATE or _OUTPUT
+        kind = np.full(len(nodes), _INTERMEDIATE, dtype=np.int8)
+        kind[input_positions] = _INPUT
+        kind[output_positions] = _OUTPUT
+        if (kind[dst] == _INPUT).any() or (kind[src] == _OUTPUT).any():
+            self._check_edge_directions(g if g is not None else _networkx(nodes, src, dst, partials))
+        if g is not None:
+            if not normalized:
+                _normalize_partials(g)
+            attributes = g._node
+            for node, code in zip(nodes, kind.tolist(), strict=True):
+                attributes[node]["kind"] = KINDS[code]
         # In a DAG every vertex descends from a source and leads to a sink; inputs
         # have no in-edges and outputs no out-edges, so unless an intermediate is a
         # source or a sink, every one lies on an input→output path and _prune's two
         # reachability sweeps are not needed.
-        ins, outs = self._input_set, self._output_set
-        succ, pred = g._succ, g._pred
-        suspect = False
-        for node, data in g._node.items():
-            if node in ins:
-                data["kind"] = "input"
-            elif node in outs:
-                data["kind"] = "output"
-            else:
-                data["kind"] = "intermediate"
-                if not (pred[node] and succ[node]):
-                    suspect = True
-        if suspect and not live and self._prune(g, prune):
-            topo = _topological_order(g)  # pruning can change which tie comes first
-            exact_order = False  # edge_order names pruned edges
-        self._g = g
-        self._topo: tuple[Node, ...] = topo  # type: ignore[assignment]
-        endpoints = ins | outs
-        self._intermediates = tuple(n for n in self._topo if n not in endpoints)
-        self._edges = self._ordered_edges(g, edge_order, exact=exact_order)
+        if not live and _source_or_sink(len(nodes), src, dst)[kind == _INTERMEDIATE].any():
+            keep = self._prune(g, nodes, src, dst, kind, prune)
+            if keep is not None:
+                kept_edges = keep[src] & keep[dst]
+                position = np.cumsum(keep) - 1  # old position → new one
+                src, dst = position[src[kept_edges]], position[dst[kept_edges]]
+                nodes = list(compress(nodes, keep.tolist()))
+                kind = kind[keep]
+                if partials is not None:
+                    mask = kept_edges.tolist()
+                    partials, edges = list(compress(partials, mask)), list(compress(edges, mask))
+                topo = _topological_positions(len(nodes), src, dst)  # pruning can change which tie comes first
+                exact_order = False  # edge_order names pruned edges
+        self._networkx: nx.DiGraph | None = g
+        self._unbuilt_partials = partials  # what _g needs to build the DiGraph (None once built)
+        self._graph_attributes: dict[str, Any] = {}
+        # The integer structure the order finders read (rank_adjacency): positions of
+        # vertices, edges as position arrays (in the order of edges when read is given,
+        # else in g's), each position's kind, the topological order as positions.
+        self._nodes, self._edge_src, self._edge_dst, self._kind_codes = nodes, src, dst, kind
+        self._topo_positions: np.ndarray = topo  # type: ignore[assignment]
+        self._topo: tuple[Node, ...] = tuple(map(nodes.__getitem__, topo.tolist()))  # type: ignore[union-attr]
+        inner_topo = topo[kind[topo] == _INTERMEDIATE]  # type: ignore[index]
+        self._intermediates = tuple(map(nodes.__getitem__, inner_topo.tolist()))
+        if read is not None:
+            self._edges: tuple[Edge, ...] = tuple(edges)  # type: ignore[arg-type]
+        else:
+            assert g is not None
+            self._edges = self._ordered_edges(g, edge_order, exact=exact_order)
+
+    @property
+    def _g(self) -> nx.DiGraph:
+        """The ``networkx.DiGraph`` (owned by this graph), built on first use when
+        the graph was read from edges (:meth:`from_edges`, JSON)."""
+        g = self._networkx
+        if g is None:
+            with gc_paused():  # a few dicts per vertex and edge, no garbage
+                g = _networkx(self._nodes, self._edge_src, self._edge_dst, self._unbuilt_partials,
+                              self._kind_codes)
+            g.graph.update(self._graph_attributes)
+            self._networkx, self._unbuilt_partials = g, None
+        return g
+
+    def _set_graph_attribute(self, key: str, value: Any) -> None:
+        """Set ``g.graph[key]`` without building the DiGraph for it."""
+        if self._networkx is None:
+            self._graph_attributes[key] = value
+        else:
+            self._networkx.graph[key] = value
 
     @staticmethod
     def _ordered_edges(g: nx.DiGraph, edge_order: Sequence[Edge] | None, *, exact: bool = False) -> tuple[Edge, ...]:
@@ -399,15 +468,20 @@ class CompGraph:
         return ordered
 
     # ------------------------------------------------------------------ validation
-    def _check_endpoints(self, g: nx.DiGraph) -> None:
+    def _check_endpoints(self, g: nx.DiGraph | None, nodes: list[Node], index: dict[Node, int]
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """Check the inputs, outputs and node ids, add the inputs and outputs no edge
+        touches to ``nodes``, ``index`` (and ``g``), and return the positions of the inputs and
+        of the outputs."""
         for name, seq in (("inputs", self._inputs), ("outputs", self._outputs)):
             for node in seq:
-                _check_node_id(node, name)
+                if type(node) not in _PLAIN_IDS:  # the common str / int ids skip the call
+                    _check_node_id(node, name)
             # one pass with a set (seq.count per node was quadratic in the number of inputs)
-            seen: set[Node] = set()
-            repeated = {n for n in seq if n in seen or seen.add(n)}
-            dupes = sorted({repr(n) for n in repeated})
-            if dupes:
+            if len(set(seq)) != len(seq):
+                seen: set[Node] = set()
+                repeated = {n for n in seq if n in seen or seen.add(n)}
+                dupes = sorted({repr(n) for n in repeated})
                 raise GraphError(f"{name} lists a node more than once: {', '.join(dupes)}")
         output_set = set(self._outputs)
         both = [n for n in self._inputs if n in output_set]
@@ -416,12 +490,23 @@ class CompGraph:
                 f"node(s) {_show(both)} listed both as input and output; an output equal to an input "
                 "(an identity row) needs its own copy node: an edge [input, output, 1]"
             )
-        for node in g._node:
-            if type(node) not in _PLAIN_IDS:  # the common str / int ids skip the call
-                _check_node_id(node, "the graph")
+        if g is not None and not set(map(type, nodes)) <= _PLAIN_IDS:  # ids read from edges are checked already
+            for node in nodes:
+                if type(node) not in _PLAIN_IDS:
+                    _check_node_id(node, "the graph")
         # A node named as input or output is a node: one no edge touches is a zero
         # Jacobian column (an unused input) or row (a constant output).
-        g.add_nodes_from(n for n in self._inputs + self._outputs if n not in g)
+        endpoints = self._inputs + self._outputs
+        found = list(map(index.get, endpoints))  # one lookup each: a file's ids are new str objects, slow to find
+        missing = [n for n, position in zip(endpoints, found, strict=True) if position is None]
+        for node in missing:
+            index[node] = len(nodes)
+            nodes.append(node)
+        if g is not None:
+            g.add_nodes_from(missing)
+        if missing:
+            found = list(map(index.__getitem__, endpoints))
+        return np.array(found[:len(self._inputs)], dtype=np.intp), np.array(found[len(self._inputs):], dtype=np.intp)
 
     @staticmethod
     def _raise_cycle(g: nx.DiGraph) -> None:
@@ -444,14 +529,19 @@ class CompGraph:
                 "(an output that is used later needs a copy node)"
             )
 
-    def _prune(self, g: nx.DiGraph, prune: bool) -> bool:
-        """Remove the intermediates on no input→output path (warning); True when there were some."""
-        endpoints = self._input_set | self._output_set
-        reached = _reachable(g._succ, self._inputs)  # the raw dicts: no view object per lookup
-        reaching = _reachable(g._pred, self._outputs)
-        dead = [n for n in g._node if n not in endpoints and not (n in reached and n in reaching)]
+    def _prune(self, g: nx.DiGraph | None, nodes: list[Node], src: np.ndarray, dst: np.ndarray, kind: np.ndarray,
+               prune: bool) -> np.ndarray | None:
+        """Find the intermediates on no input→output path and remove them from ``g`` (warning).
+
+        Returns the mask of the positions kept, or None when every
+        intermediate lies on such a path.
+        """
+        reached = _reachable_positions(len(nodes), src, dst, np.flatnonzero(kind == _INPUT))
+        reaching = _reachable_positions(len(nodes), dst, src, np.flatnonzero(kind == _OUTPUT))
+        dead_mask = (kind == _INTERMEDIATE) & ~(reached & reaching)
+        dead = list(map(nodes.__getitem__, np.flatnonzero(dead_mask).tolist()))  # in insertion order
         if not dead:
-            return False
+            return None
         if not prune:
             raise GraphError(f"intermediate(s) on no input→output path: {_show(dead)}")
         warnings.warn(
@@ -459,8 +549,9 @@ class CompGraph:
             PrunedVerticesWarning,
             stacklevel=_caller_stacklevel(),
         )
-        g.remove_nodes_from(dead)
-        return True
+        if g is not None:
+            g.remove_nodes_from(dead)
+        return ~dead_mask
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -486,54 +577,18 @@ class CompGraph:
         (1,)
         """
         with gc_paused():  # a few objects per edge, no garbage (see gc_paused)
-            g = nx.DiGraph()
-            for node in _node_list(nodes, "nodes"):
+            declared = _node_list(nodes, "nodes")
+            for node in declared:
                 _check_node_id(node, "nodes")
-                g.add_node(node)
             if isinstance(edges, (str, bytes, Mapping)) or not isinstance(edges, Iterable):
                 raise GraphError(f"edges must be a list of [src, dst] or [src, dst, partial], got "
                                  f"{type(edges).__name__} {_clip(edges)}")
-            # The edges go straight into the DiGraph's dict-of-dicts (the storage
-            # NetworkX documents for subclasses: _succ, _pred, _node): add_edge per
-            # edge, or add_edges_from, cost several times as much at 10^6 edges.
-            # The graph is new and no view of it exists yet, so no cache goes stale.
-            succ, pred, attributes = g._succ, g._pred, g._node
-            isfinite = math.isfinite
-            order: list[Edge] = []  # the edges in the order given: the edge order kept
-            append = order.append
-            # the hot loop of loading a file: each test is written to cost one lookup at most
-            for pos, item in enumerate(edges):
-                size = len(item) if type(item) is list else -1  # JSON's lists skip the generic test
-                if not 2 <= size <= 3:
-                    if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
-                        raise GraphError(
-                            f"edge #{pos} is {_clip(item)}; an edge is [src, dst] or [src, dst, partial]"
-                        )
-                    size = len(item)
-                u, v = item[0], item[1]
-                if type(u) not in _PLAIN_IDS:
-                    _check_node_id(u, f"edge #{pos}")
-                if type(v) not in _PLAIN_IDS:
-                    _check_node_id(v, f"edge #{pos}")
-                if u == v:
-                    raise GraphError(f"the graph has a cycle: self-loop on {_clip(u)} (edge #{pos})")
-                out = succ.get(u)
-                if out is None:
-                    out = succ[u] = {}
-                    pred[u], attributes[u] = {}, {}
-                elif v in out:
-                    first = order.index((u, v))  # only on the error path: a scan is fine
-                    raise GraphError(f"duplicate edge ({_clip(u)} → {_clip(v)}) at edge #{first} and #{pos}")
-                into = pred.get(v)
-                if into is None:
-                    into = pred[v] = {}
-                    succ[v], attributes[v] = {}, {}
-                partial = item[2] if size == 3 else None
-                if type(partial) is not float or not isfinite(partial):  # floats, the common case, are stored as they are
-                    partial = _normalize_partial(partial, (u, v))
-                out[v] = into[u] = {"partial": partial}
-                append((u, v))
-            return cls._adopt(g, inputs, outputs, prune=prune, edge_order=order, exact_order=True, normalized=True)
+            read = _read_edge_lists(edges, declared) if type(edges) in (list, tuple) else None
+            if read is None:
+                read = _read_edges(edges, declared)
+            graph = cls.__new__(cls)
+            graph._setup(None, inputs, outputs, prune=prune, edge_order=None, read=read)
+            return graph
 
     @classmethod
     def from_networkx(cls, digraph: nx.DiGraph, *, prune: bool = True) -> CompGraph:
@@ -622,7 +677,7 @@ class CompGraph:
             raise GraphError(f"graph JSON key 'name' must be a string, got {type(data['name']).__name__}")
         g = cls.from_edges(data["inputs"], data["outputs"], data["edges"], nodes=data.get("nodes", ()), prune=prune)
         if data.get("name") is not None:
-            g._g.graph["name"] = data["name"]
+            g._set_graph_attribute("name", data["name"])
         return g
 
     # ------------------------------------------------------------------ export
@@ -709,16 +764,21 @@ class CompGraph:
         >>> g.rank_adjacency()
         ([set(), {0}, {0, 1}], [{1, 2}, {2}, set()])
         """
-        rank = self.rank
+        n = len(self._topo)
+        rank = np.empty(n, dtype=np.intp)
+        rank[self._topo_positions] = np.arange(n)
+        head, tail = rank[self._edge_src].tolist(), rank[self._edge_dst].tolist()
         with gc_paused():  # two sets per vertex, no garbage
-            preds: list[set[int]] = [set() for _ in self._topo]
-            succs: list[set[int]] = [set() for _ in self._topo]
-            # one pass over the edges (a comprehension per vertex was slower: two small sets each)
-            for u, v in self._edges:
-                ru, rv = rank[u], rank[v]
-                succs[ru].add(rv)
-                preds[rv].add(ru)
+            preds: list[set[int]] = list(map(set, repeat((), n)))
+            succs: list[set[int]] = list(map(set, repeat((), n)))
+            # C-level loops (map) over the edges: a Python step per edge cost three times as much
+            deque(map(set.add, map(preds.__getitem__, tail), head), maxlen=0)
+            deque(map(set.add, map(succs.__getitem__, head), tail), maxlen=0)
         return preds, succs
+
+    def _intermediate_ranks(self) -> list[int]:
+        """The topological ranks of the intermediates, increasing."""
+        return np.flatnonzero(self._kind_codes[self._topo_positions] == _INTERMEDIATE).tolist()
 
     @property
     def edges(self) -> tuple[Edge, ...]:
@@ -790,7 +850,7 @@ class CompGraph:
     @property
     def partials_kind(self) -> str:
         """``'numeric'`` (an LCG), ``'symbolic'``, ``'structural'`` (no partials) or ``'mixed'``."""
-        kinds = {_partial_kind(p) for _, _, p in self._g.edges(data="partial")}
+        kinds = set(map(_partial_kind, self._stored_partials()))
         if not kinds:
             return "numeric"
         return kinds.pop() if len(kinds) == 1 else "mixed"
@@ -802,6 +862,8 @@ class CompGraph:
 
     def require_numeric(self) -> None:
         """Raise :class:`GraphError` naming the edges whose partials are not numbers."""
+        if all(isinstance(p, float) for p in self._stored_partials()):
+            return
         bad = [(u, v) for u, v, p in self._g.edges(data="partial") if not isinstance(p, float)]
         if bad:
             u, v = bad[0]
@@ -816,8 +878,16 @@ class CompGraph:
         self.require_numeric()
         return np.array(self._partials_in_order(), dtype=float)
 
+    def _stored_partials(self) -> list[Any]:
+        """The stored partials in some order, without building the DiGraph for them."""
+        if self._networkx is None:
+            return self._unbuilt_partials  # type: ignore[return-value]
+        return [p for _, _, p in self._networkx.edges(data="partial")]
+
     def _partials_in_order(self) -> list[Any]:
         """The stored partials in :attr:`edges` order (raw adjacency lookups: linear, small constant)."""
+        if self._networkx is None:  # read from edges: the partials are kept in that order until the DiGraph is built
+            return list(self._unbuilt_partials)  # type: ignore[arg-type]
         adj = self._g._adj
         return [adj[u][v]["partial"] for u, v in self._edges]
 
@@ -877,8 +947,152 @@ def _node_list(nodes: Any, name: str) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
+def _positions(declared: Sequence[Node], sources: list[Node], targets: list[Node]
+               ) -> tuple[list[Node], dict[Node, int], np.ndarray, np.ndarray]:
+    """Number the vertices in insertion order (declared nodes, then each edge's source and
+    target as first met) and give each edge's endpoints as positions."""
+    index: dict[Node, int] = {}
+    number = index.setdefault  # a new vertex gets the next position, a known one keeps its own
+    for node in declared:
+        number(node, len(index))
+    # One dict probe per endpoint, numbering and looking up at once: a JSON file's ids are
+    # distinct str objects, so each probe compares strings, and numbering the vertices
+    # first and looking the endpoints up after (two probes each) took half again as long.
+    both = np.array([number(node, len(index)) for node in chain.from_iterable(zip(sources, targets, strict=True))],
+                    dtype=np.intp)
+    return list(index), index, both[0::2].copy(), both[1::2].copy()
+
+
+def _read_edge_lists(edges: list[Any] | tuple[Any, ...], declared: Sequence[Node]) -> _ReadEdges | None:
+    """Read a list of ``[src, dst(, partial)]`` lists or tuples a column at a time; None
+    when it holds anything but the common case.
+
+    The common case — plain ``str`` / ``int`` ids, no self-loop, no repeated
+    edge — is checked with C-level passes (``map``, sets, one NumPy sort for
+    repeats) instead of a Python step per edge: at 10^6 edges that step was
+    most of the cost of loading a file.  On anything else (an error to name,
+    or items that are valid but unusual: NumPy integer ids, edges of another
+    sequence type) the answer is None and :func:`_read_edges` reads the edges
+    one by one, so the first bad edge in order is the one refused, as always.
+    The partials are checked here only once nothing else can be wrong.
+    """
+    sizes = set(map(len, edges)) if set(map(type, edges)) <= _EDGE_TYPES else None
+    if sizes is None or not sizes <= {2, 3}:
+        return None
+    sources, targets = list(map(itemgetter(0), edges)), list(map(itemgetter(1), edges))
+    if not set(map(type, sources)) | set(map(type, targets)) <= _PLAIN_IDS or any(map(eq, sources, targets)):
+        return None
+    nodes, index, src, dst = _positions(declared, sources, targets)
+    key = src.astype(np.int64) * len(nodes) + dst  # one number per edge: a repeated edge repeats it
+    key.sort()
+    if (key[1:] == key[:-1]).any():
+        return None
+    if sizes == {2}:
+        partials: list[Any] = [None] * len(edges)
+    else:
+        partials = list(map(itemgetter(2), edges)) if sizes == {3} else [
+            item[2] if len(item) == 3 else None for item in edges]
+        isfinite = math.isfinite
+        if not (set(map(type, partials)) <= {float} and all(map(isfinite, partials))):
+            partials = [p if type(p) is float and isfinite(p) else _normalize_partial(p, (u, v))
+                        for p, u, v in zip(partials, sources, targets, strict=True)]
+    return nodes, index, src, dst, partials, list(zip(sources, targets, strict=True))
+
+
+def _read_edges(edges: Iterable[Any], declared: Sequence[Node]) -> _ReadEdges:
+    """Read ``(src, dst[, partial])`` items one by one, refusing the first bad one in order."""
+    sources: list[Node] = []
+    targets: list[Node] = []
+    partials: list[Any] = []
+    seen: set[Edge] = set()
+    isfinite = math.isfinite
+    for pos, item in enumerate(edges):
+        size = len(item) if type(item) is list else -1  # JSON's lists skip the generic test
+        if not 2 <= size <= 3:
+            if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
+                raise GraphError(f"edge #{pos} is {_clip(item)}; an edge is [src, dst] or [src, dst, partial]")
+            size = len(item)
+        u, v = item[0], item[1]
+        if type(u) not in _PLAIN_IDS:
+            _check_node_id(u, f"edge #{pos}")
+        if type(v) not in _PLAIN_IDS:
+            _check_node_id(v, f"edge #{pos}")
+        if u == v:
+            raise GraphError(f"the graph has a cycle: self-loop on {_clip(u)} (edge #{pos})")
+        edge = (u, v)
+        if edge in seen:
+            first = list(zip(sources, targets, strict=True)).index(edge)  # only on the error path: a scan is fine
+            raise GraphError(f"duplicate edge ({_clip(u)} → {_clip(v)}) at edge #{first} and #{pos}")
+        seen.add(edge)
+        partial = item[2] if size == 3 else None
+        if type(partial) is not float or not isfinite(partial):  # floats, the common case, are stored as they are
+            partial = _normalize_partial(partial, edge)
+        sources.append(u)
+        targets.append(v)
+        partials.append(partial)
+    nodes, index, src, dst = _positions(declared, sources, targets)
+    return nodes, index, src, dst, partials, list(zip(sources, targets, strict=True))
+
+
+def _source_or_sink(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Which of the positions ``0 … n−1`` have no in-edge or no out-edge."""
+    return (np.bincount(dst, minlength=n) == 0) | (np.bincount(src, minlength=n) == 0)
+
+
+def _edge_positions(succ: Mapping[Node, Mapping[Node, Any]], index: Mapping[Node, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of a dict of dicts (a DiGraph's ``_succ``) as source and target position
+    arrays, in its iteration order."""
+    counts = np.fromiter(map(len, succ.values()), dtype=np.intp, count=len(succ))
+    src = np.repeat(np.arange(len(succ), dtype=np.intp), counts)
+    dst = np.fromiter(map(index.__getitem__, chain.from_iterable(succ.values())), dtype=np.intp, count=len(src))
+    return src, dst
+
+
+def _grouped(n: int, keys: np.ndarray) -> tuple[np.ndarray, list[int], list[int]]:
+    """The edges grouped by ``keys`` (a position per edge), each group in edge order:
+    the edge indexes and, per position, where its group starts and ends."""
+    order = np.argsort(keys, kind="stable")
+    ends = np.cumsum(np.bincount(keys, minlength=n)).tolist()
+    return order, [0, *ends][:n], ends
+
+
+def _networkx(nodes: list[Node], src: np.ndarray, dst: np.ndarray, partials: list[Any],
+              kind: np.ndarray | None = None) -> nx.DiGraph:
+    """The DiGraph of a graph read from edges, with ``kind`` attributes when ``kind`` is given.
+
+    The same dict of dicts as adding the edges one at a time would make (nodes
+    in insertion order, each vertex's successors and predecessors in edge
+    order, one ``{"partial": p}`` dict shared by both directions of an edge),
+    filled through the storage NetworkX documents for subclasses (``_node``,
+    ``_succ``, ``_pred``): ``add_edges_from`` copies and merges attribute
+    dicts per edge and cost several times as much at 10^6 edges.  Each edge
+    reaches its two adjacency dicts by position, so the one loop over the
+    edges makes no lookup by node id.  The graph is new and no view of it
+    exists yet, so no cache goes stale.
+
+    Examples
+    --------
+    >>> g = _networkx(["a", "b", "c"], np.array([0, 0]), np.array([2, 1]), [1.0, 2.0])
+    >>> list(g.edges(data=True)), list(g.predecessors("c"))
+    ([('a', 'c', {'partial': 1.0}), ('a', 'b', {'partial': 2.0})], ['a'])
+    """
+    heads, tails = src.tolist(), dst.tolist()
+    successors: list[dict[Node, dict[str, Any]]] = [{} for _ in nodes]
+    predecessors: list[dict[Node, dict[str, Any]]] = [{} for _ in nodes]
+    for out, into, u, v, p in zip(map(successors.__getitem__, heads), map(predecessors.__getitem__, tails),
+                                  map(nodes.__getitem__, heads), map(nodes.__getitem__, tails), partials, strict=True):
+        out[v] = into[u] = {"partial": p}
+    g = nx.DiGraph()
+    g._node.update(zip(nodes, [{} for _ in nodes] if kind is None else [{"kind": KINDS[c]} for c in kind.tolist()],
+                       strict=True))
+    g._succ.update(zip(nodes, successors, strict=True))
+    g._pred.update(zip(nodes, predecessors, strict=True))
+    return g
+
+
 def _reachable(adjacency: Mapping[Node, Iterable[Node]], sources: Iterable[Node]) -> set[Node]:
-    """All vertices reachable from ``sources`` (included) along ``adjacency``: one traversal for all."""
+    """All vertices reachable from ``sources`` (included) along ``adjacency``: one traversal for all
+    (a dict of neighbours per vertex; :func:`_reachable_positions` is the same on positions)."""
     seen = set(sources)
     stack = list(seen)
     while stack:
@@ -887,6 +1101,24 @@ def _reachable(adjacency: Mapping[Node, Iterable[Node]], sources: Iterable[Node]
                 seen.add(nxt)
                 stack.append(nxt)
     return seen
+
+
+def _reachable_positions(n: int, heads: np.ndarray, tails: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """Which of the positions ``0 … n−1`` are reachable from ``sources`` (included) along
+    the edges ``heads[e] → tails[e]``: one traversal for all, as a boolean mask."""
+    order, starts, ends = _grouped(n, heads)
+    neighbours = tails[order].tolist()
+    seen = bytearray(n)
+    stack = sources.tolist()
+    for s in stack:
+        seen[s] = 1
+    while stack:
+        u = stack.pop()
+        for v in neighbours[starts[u]:ends[u]]:
+            if not seen[v]:
+                seen[v] = 1
+                stack.append(v)
+    return np.frombuffer(seen, dtype=np.uint8).astype(bool)
 
 
 def _digraph(nodes: Iterable[tuple[Node, dict[str, Any]]], edges: Iterable[tuple[Node, Node, dict[str, Any]]]) -> nx.DiGraph:
@@ -920,14 +1152,7 @@ def _topological_order(g: nx.DiGraph) -> tuple[Node, ...] | None:
     """The vertices of ``g`` in topological order, ties broken by insertion order; None if ``g`` has a cycle.
 
     The same order as ``nx.lexicographical_topological_sort(g, key=insertion
-    position)``: Kahn's algorithm taking, among the ready vertices, the one
-    inserted first, on integer positions.  When every edge goes from an
-    earlier-inserted vertex to a later one (the tracer's graphs, files whose
-    edges follow the data flow) that is the insertion order itself — each
-    time, the first remaining vertex has all its predecessors placed — and one
-    O(V + E) pass finds it; otherwise the heap makes it O(E + V log V).
-    NetworkX's generic version, keyed through a Python callable, took several
-    times as long at 10^6 edges.
+    position)``, computed on positions by :func:`_topological_positions`.
 
     Examples
     --------
@@ -938,25 +1163,97 @@ def _topological_order(g: nx.DiGraph) -> tuple[Node, ...] | None:
     >>> _topological_order(nx.DiGraph([("a", "b"), ("b", "a")])) is None
     True
     """
-    succ = g._succ  # the raw dict of dicts: no view objects in the loops
-    nodes = list(succ)
-    position = dict(zip(nodes, range(len(nodes)), strict=True))
-    if all(position[v] > i for i, out in enumerate(succ.values()) for v in out):
-        return tuple(succ)
-    outs = list(succ.values())
-    indegree = list(map(len, map(g._pred.__getitem__, nodes)))
+    nodes = list(g._succ)
+    order = _topological_positions(len(nodes), *_edge_positions(g._succ, dict(zip(nodes, range(len(nodes)), strict=True))))
+    return None if order is None else tuple(map(nodes.__getitem__, order.tolist()))
+
+
+def _topological_positions(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """The positions ``0 … n−1`` in topological order of the edges ``src[e] → dst[e]``, ties
+    broken toward the lower position; None if there is a cycle.
+
+    This is Kahn's algorithm taking, among the ready vertices, the lowest
+    position (``nx.lexicographical_topological_sort`` keyed by position).
+    When every edge goes from a lower position to a higher one (the tracer's
+    graphs, files whose edges follow the data flow) that is ``0 … n−1`` itself,
+    found by one vectorized test.  Otherwise the order is computed with NumPy
+    from its structure, and checked:
+
+    Kahn's algorithm with that tie-break is a scan over the positions: at
+    position ``p`` it places ``p`` if all its predecessors are placed, then
+    (lowest first) the vertices below or at ``p`` that were passed over and
+    have become ready.  A vertex ``v`` is therefore placed at scan position
+    ``t(v) = max(v, max over predecessors u of t(u))``, the first of its
+    position if ``t(u) < v`` for all its predecessors, else after it
+    ("late").  ``t`` is a fixed point computed by propagation along the edges
+    that raise it (NumPy, a round per edge of the longest chain of raises);
+    sorting by ``(t, late, v)`` is the order as long as the late vertices
+    placed at one scan position are ready in increasing position, which holds
+    exactly when the sorted order is topological — one vectorized test.  If
+    it is not, if ``t`` takes many rounds, or on a cycle, the heap version
+    (:func:`_kahn_positions`) decides.  NetworkX's generic version, keyed
+    through a Python callable, took several times as long at 10^6 edges.
+    """
+    positions = np.arange(n, dtype=np.intp)
+    back = src >= dst
+    if not back.any():
+        return positions
+    t = positions.copy()  # the scan position each vertex is placed at
+    by_source = first = None  # vertex i's out-edges: by_source[first[i]:first[i + 1]], made when needed
+    active = np.flatnonzero(back)  # edges u → v that may raise t[v]: at first only those with u ≥ v
+    budget = 4 * (len(src) + n)  # propagation work before the heap version is cheaper
+    while active.size:
+        budget -= active.size
+        if budget < 0:
+            return _kahn_positions(n, src, dst)
+        raised = t[src[active]]
+        targets = dst[active]
+        grows = raised > t[targets]
+        if not grows.any():
+            break
+        targets = targets[grows]
+        np.maximum.at(t, targets, raised[grows])
+        changed = np.unique(targets)
+        if by_source is None:
+            by_source = np.argsort(src, kind="stable")
+            first = np.zeros(n + 1, dtype=np.intp)
+            np.cumsum(np.bincount(src, minlength=n), out=first[1:])
+        active = by_source[_concatenated_ranges(first[changed], first[changed + 1])]
+    latest = np.full(n, -1, dtype=np.intp)  # the largest t among each vertex's predecessors
+    np.maximum.at(latest, dst, t[src])
+    late = latest >= positions
+    key = (t.astype(np.int64) * 2 + late) * n + positions  # (t, late, position) as one number
+    order = np.argsort(key, kind="stable")  # the keys are distinct; a merge sort is fastest on the nearly sorted
+    rank = np.empty(n, dtype=np.intp)
+    rank[order] = positions
+    if (rank[src] < rank[dst]).all():
+        return order
+    return _kahn_positions(n, src, dst)
+
+
+def _concatenated_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` without a Python loop."""
+    lengths = hi - lo
+    ends = np.cumsum(lengths)
+    return np.repeat(lo - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
+
+
+def _kahn_positions(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """:func:`_topological_positions` by Kahn's algorithm with a heap of ready positions."""
+    by_source, starts, ends = _grouped(n, src)
+    targets = dst[by_source].tolist()
+    indegree = np.bincount(dst, minlength=n).tolist()
     ready = [i for i, d in enumerate(indegree) if d == 0]  # increasing: already a heap
     order: list[int] = []
     pop, push, append = heapq.heappop, heapq.heappush, order.append
     while ready:
         i = pop(ready)
         append(i)
-        for child in outs[i]:
-            c = position[child]
-            indegree[c] -= 1
-            if not indegree[c]:
-                push(ready, c)
-    return tuple(map(nodes.__getitem__, order)) if len(order) == len(nodes) else None
+        for child in targets[starts[i]:ends[i]]:
+            indegree[child] -= 1
+            if not indegree[child]:
+                push(ready, child)
+    return np.array(order, dtype=np.intp) if len(order) == n else None
 
 
 def _normalize_partials(g: nx.DiGraph) -> None:
