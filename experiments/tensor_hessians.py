@@ -5,6 +5,10 @@ compute the Hessian of
 
 * **logistic regression** f(w) = Σ_i log(exp(−y_i X_i·w) + 1), X ∈ R^{m×n},
   m = 2n, y ∈ {±1}^m, w.r.t. w;
+* **logistic regression + L2**, the same plus 0.35·Σ_j w_j² (issue 25: an input
+  read twice, ``w * w``, whose Hessian term 0.7·I must cost nothing next to
+  XᵀDX — jacacc adds it along the dense Hessian's diagonal; listed last so the
+  other problems keep their random data);
 * **matrix factorization** f(U) = ‖Ω ⊙ (T − U Vᵀ)‖², T, Ω ∈ R^{n×n} (Ω a 0/1
   mask), U, V ∈ R^{n×k}, k = 5, w.r.t. U;
 * a **neural net** of ten fully connected n × n ReLU layers with a softmax
@@ -26,7 +30,8 @@ Hessian):
 * ``torch``: ``f``, ``torch.func.grad(f)``, ``torch.func.hessian(f)`` in float64 (eager);
 * ``numpy``: the function itself, and the hand-written closed forms where one
   exists: ``closed_form`` (logistic regression: −Xᵀ(y ⊙ σ(z)) and
-  Xᵀ diag(σ(z)(1 − σ(z))) X with z = −y ⊙ Xw; matrix factorization:
+  Xᵀ diag(σ(z)(1 − σ(z))) X with z = −y ⊙ Xw, plus 0.7·w and 0.7·I with the
+  L2 term; matrix factorization:
   −2 (Ω² ⊙ (T − UVᵀ)) V and the block-diagonal Hessian with blocks
   2 Vᵀ diag(Ω_i²) V written out densely) and ``closed_form_compressed`` (the
   n blocks k × k only).  The neural net has none.
@@ -75,6 +80,7 @@ Writes ``results/tensor_hessians.json`` and ``figures/tensor_hessians.png``
 
     python experiments/tensor_hessians.py                  # the recorded run, about 10 minutes on 2 cores
     python experiments/tensor_hessians.py --quick --sizes 8 16 --out /tmp/th
+    python experiments/tensor_hessians.py --problems logistic_regression_l2 --out /tmp/th   # one problem
 """
 
 from __future__ import annotations
@@ -96,10 +102,11 @@ from jacacc.bench import time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_hessians"
-PROBLEMS = ("logistic_regression", "matrix_factorization", "neural_net")
+PROBLEMS = ("logistic_regression", "matrix_factorization", "neural_net", "logistic_regression_l2")
 SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 QUICK_SIZES = (8, 16)
 K = 5  # matrix factorization rank
+L2 = 0.35  # weight of the L2 term of logistic_regression_l2
 LAYERS = 10  # neural net depth
 MASK_DENSITY = 0.5  # fraction of observed entries of Ω
 TIME_BUDGET = 10.0  # seconds per call
@@ -113,6 +120,7 @@ EXPONENTS = {
     "logistic_regression": {"value": 2, "gradient": 2, "hessian": 3},
     "matrix_factorization": {"value": 2, "gradient": 2, "hessian": 3},
     "neural_net": {"value": 3, "gradient": 3, "hessian": 5},
+    "logistic_regression_l2": {"value": 2, "gradient": 2, "hessian": 3},
 }
 MIN_SAMPLE_S = 0.02  # calls faster than this are looped for this long per sample
 
@@ -151,6 +159,13 @@ def logistic_regression(ops: Ops) -> Callable:
     return logistic_regression
 
 
+def logistic_regression_l2(ops: Ops) -> Callable:
+    def logistic_regression_l2(w, X, y):
+        return ops.sum(ops.log(ops.exp(-y * (X @ w)) + 1)) + L2 * ops.sum(w * w)
+
+    return logistic_regression_l2
+
+
 def matrix_factorization(ops: Ops) -> Callable:
     def matrix_factorization(U, V, T, Omega):
         return ops.sum((Omega * (T - U @ V.T)) ** 2)
@@ -174,7 +189,7 @@ def neural_net(ops: Ops) -> Callable:
 
 def make_arguments(problem: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """Dense random data (float64) for ``problem`` at size n; the first argument is differentiated."""
-    if problem == "logistic_regression":
+    if problem in ("logistic_regression", "logistic_regression_l2"):
         m = 2 * n
         return (rng.standard_normal(n) / math.sqrt(n), rng.standard_normal((m, n)), rng.choice([-1.0, 1.0], m))
     if problem == "matrix_factorization":
@@ -191,7 +206,7 @@ def make_arguments(problem: str, n: int, rng: np.random.Generator) -> tuple[np.n
 
 
 FUNCTIONS = {"logistic_regression": logistic_regression, "matrix_factorization": matrix_factorization,
-             "neural_net": neural_net}
+             "neural_net": neural_net, "logistic_regression_l2": logistic_regression_l2}
 
 
 # --------------------------------------------------------------------------- closed forms (NumPy)
@@ -208,6 +223,18 @@ def logistic_hessian(w, X, y):
     """∇²f = Xᵀ diag(s(1 − s)) X, s = σ(z) (y² = 1)."""
     s = _sigmoid(-y * (X @ w))
     return (X.T * (s * (1 - s))) @ X
+
+
+def logistic_l2_gradient(w, X, y):
+    """∇f = −Xᵀ (y ⊙ σ(z)) + 2λw."""
+    return logistic_gradient(w, X, y) + 2 * L2 * w
+
+
+def logistic_l2_hessian(w, X, y):
+    """∇²f = Xᵀ diag(s(1 − s)) X + 2λI."""
+    H = logistic_hessian(w, X, y)
+    H[np.diag_indices_from(H)] += 2 * L2
+    return H
 
 
 def mf_gradient(U, V, T, Omega):
@@ -235,6 +262,7 @@ CLOSED_FORMS: dict[str, dict[str, Callable]] = {
     "matrix_factorization": {"gradient": mf_gradient, "hessian": mf_hessian,
                              "hessian_compressed": mf_hessian_blocks},
     "neural_net": {},
+    "logistic_regression_l2": {"gradient": logistic_l2_gradient, "hessian": logistic_l2_hessian},
 }
 
 
@@ -328,7 +356,10 @@ def jacacc_methods(problem: str, quantity: str) -> list[Method]:
     for mode, compress in variants:
         def prepare(args: tuple, mode: str = mode, compress: bool = compress) -> tuple[Callable, int, dict]:
             d = jt.derivative_expression(f, *args, order=order, mode=mode)
-            roots = [d.factor.tensor] if compress and d.factor.tensor is not None else [d.expression]
+            factor = d.factor
+            if hasattr(factor, "collapsed"):  # a FactorSum: compression stores its terms added into one factor
+                factor, _ = factor.collapsed()
+            roots = [factor.tensor] if compress and factor.tensor is not None else [d.expression]
             estimate = 3 * _largest_node_bytes(roots)
             if quantity == "gradient":
                 transformed = jt.grad(f, mode=mode)
@@ -532,7 +563,7 @@ class Runner:
                                        "dense_hessian_bytes": dense_bytes, "skipped": self.skip_reason(key, n)}
                 rows.append(row)
                 if row["skipped"]:
-                    note(f"{problem:<21} n={n:<5} {quantity:<8} {method.name:<23} skipped: {row['skipped']}")
+                    note(f"{problem:<23} n={n:<5} {quantity:<8} {method.name:<23} skipped: {row['skipped']}")
                     continue
                 try:
                     result = self._run(method, key, n, args, row)
@@ -541,7 +572,7 @@ class Runner:
                     self.stopped[key] = row["skipped"]
                     result = None
                 if result is None:
-                    note(f"{problem:<21} n={n:<5} {quantity:<8} {method.name:<23} skipped: {row['skipped']}")
+                    note(f"{problem:<23} n={n:<5} {quantity:<8} {method.name:<23} skipped: {row['skipped']}")
                     continue
                 if method.blocks is not None and not dense_fits:
                     checks.add(row, "blocks", method.blocks(result))
@@ -550,7 +581,7 @@ class Runner:
                 del result
                 checked = (f"err {row['max_rel_error']:.1e} vs {row['reference']}" if "reference" in row
                            else "checked once a reference is computed")
-                note(f"{problem:<21} n={n:<5} {quantity:<8} {method.name:<23} {row['seconds']:10.3g} s "
+                note(f"{problem:<23} n={n:<5} {quantity:<8} {method.name:<23} {row['seconds']:10.3g} s "
                      f"(first {row['first_call_s']:.3g} s) {checked}")
             checks.finish()
         return rows
@@ -624,7 +655,7 @@ COLORS = {"jacacc-reverse": "tab:blue", "jacacc-cross_country": "tab:green", "ja
           "jacacc-compressed": "tab:olive", "jacacc": "tab:green", "jax": "tab:red", "torch": "tab:orange",
           "closed_form": "black", "closed_form_compressed": "gray", "numpy": "black"}
 TITLES = {"logistic_regression": "logistic regression", "matrix_factorization": "matrix factorization",
-          "neural_net": "neural net (first layer)"}
+          "neural_net": "neural net (first layer)", "logistic_regression_l2": "logistic regression + L2"}
 
 
 def plot_tensor_hessians(record: dict, path: str | os.PathLike | None = None, quantity: str = "hessian"):
@@ -692,14 +723,14 @@ def readme_table(record: dict) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\n{'problem':<21} {'n':>5} {'quantity':<8} {'method':<23} {'seconds':>10} {'first':>9} "
+    print(f"\n{'problem':<23} {'n':>5} {'quantity':<8} {'method':<23} {'seconds':>10} {'first':>9} "
           f"{'/peer':>7} {'/closed':>8}")
     for r in rows:
         if r.get("seconds") is None:
             continue
         peer = r.get("over_best_peer")
         hand = r.get("over_closed_form")
-        print(f"{r['problem']:<21} {r['n']:>5} {r['quantity']:<8} {r['method']:<23} {r['seconds']:>10.3g} "
+        print(f"{r['problem']:<23} {r['n']:>5} {r['quantity']:<8} {r['method']:<23} {r['seconds']:>10.3g} "
               f"{r['first_call_s']:>9.3g} {'' if peer is None else f'{peer:.3g}':>7} "
               f"{'' if hand is None else f'{hand:.3g}':>8}")
 

@@ -22,9 +22,8 @@ import networkx as nx
 
 from jacacc.eliminate.state import EliminationGraph
 from jacacc.errors import RegistryError
-from jacacc.tensor.factor import Factor
 from jacacc.tensor.graph import TensorGraph
-from jacacc.tensor.linear import LinearPartial, accumulate_by_sweeps
+from jacacc.tensor.linear import LinearPartial, Partial, accumulate_by_sweeps
 
 __all__ = ["BUILTIN_MODES", "cross_country_order", "derivative_factors", "elimination_order", "tensor_modes"]
 
@@ -86,8 +85,8 @@ def _touches_a_map(state: EliminationGraph, algebra: Any, j: Hashable) -> bool:
 
 def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = None) -> tuple[dict, int, list]:
     """Eliminate every intermediate of ``graph``: returns the factors left on the
-    input → output edges (``{(input, output): Factor}``), the FLOPs of the
-    products built, and the order used (``order`` overrides ``mode``).
+    input → output edges (``{(input, output): Factor or FactorSum}``), the FLOPs
+    of the products built, and the order used (``order`` overrides ``mode``).
 
     Vertices next to a general function's edge (:mod:`jacacc.tensor.operators`)
     are not eliminated: the order eliminates the others, and the rest is
@@ -105,7 +104,7 @@ def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = N
     for j in order:
         if not operators or not _touches_a_map(state, algebra, j):
             state.eliminate_vertex(j)
-    factors: dict[tuple[Hashable, Hashable], Factor] = dict(algebra.factors)
+    factors: dict[tuple[Hashable, Hashable], Partial] = dict(algebra.factors)
     if operators:
         topological = [v for v in nx.topological_sort(nx.DiGraph(list(factors)))]
         factors = accumulate_by_sweeps(factors, list(graph.inputs), list(graph.outputs), topological)

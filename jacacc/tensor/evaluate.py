@@ -6,7 +6,13 @@ plans every einsum once (:class:`Contraction`: opt_einsum's path, the same one
 its FLOP count comes from, run as ``tensordot``/``einsum`` steps), evaluates
 einsums that only spread values over δ diagonals as scatters into a zero array,
 converts constants to the working dtype, and frees every intermediate after its
-last use.  Calling it with arrays binds the ``var`` nodes by name.  CuPy arrays
+last use.  A sum is accumulated into one buffer as its terms are computed (a
+term read by nothing else is added and freed at once, into its own buffer
+where the term owns it), and a term that only spreads values over δs is
+added along its diagonal view of that buffer instead of being written out:
+``dense + c·δ`` costs ``n`` additions and no second dense array, so a sum's
+peak memory is its result plus one term.  Calling it with arrays binds the
+``var`` nodes by name.  CuPy arrays
 are accepted where CuPy is installed: the program then runs on the GPU (the
 steps and the elementwise functions come from CuPy).
 """
@@ -133,20 +139,66 @@ class Contraction:
         return stack[0]
 
 
+def _diagonal_view(xp: Any, a: Any, class_axes: Sequence[tuple[int, ...]]) -> Any:
+    """A writable view of ``a`` with one axis per class of tied axes (its strides summed):
+    the entries a δ scatter writes."""
+    shape = tuple(a.shape[axes[0]] for axes in class_axes)
+    strides = tuple(sum(a.strides[x] for x in axes) for axes in class_axes)
+    if xp is np and (a.flags.c_contiguous or a.flags.f_contiguous):
+        # the constructor over a's buffer: the same view as as_strided without its ~8 µs of Python,
+        # which a small Hessian (tens of µs) would feel
+        return np.ndarray(shape, a.dtype, a, 0, strides)
+    return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
+
+def _operand(a: Any, xp: Any = np) -> Any:
+    """A scatter's core that is its one operand unchanged."""
+    return a
+
+
 def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Sequence[tuple[int, ...]],
              core: Any) -> Any:
     """A zero array of ``shape`` with ``core`` written along its δ diagonals
     (:class:`~jacacc.tensor.expr.DeltaExpansion`): one strided view axis per class
     of tied axes, the core's classes first, the rest broadcast (``core`` None: 1)."""
     result = xp.zeros(shape, dtype=dtype)
-    view = xp.lib.stride_tricks.as_strided(
-        result, shape=tuple(shape[axes[0]] for axes in class_axes),
-        strides=tuple(sum(result.strides[a] for a in axes) for axes in class_axes))
+    view = _diagonal_view(xp, result, class_axes)
     if core is None:
         view[...] = 1
     else:
         view[...] = core.reshape(core.shape + (1,) * (len(class_axes) - core.ndim))
     return result
+
+
+def _scatter_add(xp: Any, total: Any, class_axes: Sequence[tuple[int, ...]], core: Any) -> None:
+    """Add a δ scatter (:func:`_scatter`) into ``total`` in place, through the same view:
+    only the entries on its diagonals are touched."""
+    view = _diagonal_view(xp, total, class_axes)
+    if core is None:
+        view += 1
+    else:
+        view += core.reshape(core.shape + (1,) * (len(class_axes) - core.ndim))
+
+
+def _accumulate(values: dict[int, Any], owned: set[int], k: int, term: Any, term_owned: bool) -> None:
+    """Add ``term`` into the running sum ``values[k]``: in place where the sum's buffer is
+    owned (no other slot holds it), else into ``term``'s buffer where that is owned,
+    else into a fresh array, which the sum then owns."""
+    total = values.get(k)
+    if total is None:
+        values[k] = term
+        if term_owned:
+            owned.add(k)
+    elif k in owned:
+        total += term
+        values[k] = total  # a 0-d result is a NumPy scalar, which += replaces rather than updates
+    elif term_owned:
+        term += total
+        values[k] = term
+        owned.add(k)
+    else:
+        values[k] = total + term
+        owned.add(k)
 
 
 def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use: dict[int, int],
@@ -223,42 +275,104 @@ class Program:
         self.nodes = nodes
         self._input_slots = [slot.get(id(x)) for x in self.inputs]
         self._output_slots = [slot[id(y)] for y in self.outputs]
+        keep = set(self._output_slots)
+        consumers: dict[int, list[int]] = {}
+        for k, n in enumerate(nodes):
+            for a in n.args:
+                consumers.setdefault(slot[id(a)], []).append(k)
+        expansions = {k: e for k, n in enumerate(nodes)
+                      if n.kind == "einsum" and (e := delta_expansion(n.param, n.args)) is not None}
+        streamed, into = self._sum_plan(nodes, slot, consumers, keep, expansions)
+        # where a δ scatter added into a sum runs: at the sum's step (its core read there)
+        runs_at = {s: k for k, scatters in into.items() for s in scatters}
         last_use: dict[int, int] = {}
         for k, n in enumerate(nodes):
             for a in n.args:
-                last_use[slot[id(a)]] = k
-        keep = set(self._output_slots)
-        expansions = {k: e for k, n in enumerate(nodes)
-                      if n.kind == "einsum" and (e := delta_expansion(n.param, n.args)) is not None}
+                a = slot[id(a)]
+                last_use[a] = max(last_use.get(a, -1), runs_at.get(k, k))
         in_place = _in_place_arguments(nodes, slot, last_use, keep, set(expansions))
+        # (slot, kind, how, argument slots, slots freed after it)
         self._steps: list[tuple[int, str, Any, tuple[int, ...], tuple[int, ...]]] = []
         read: set[int] = set(keep)  # slots some step reads the value of (δs a scatter spreads are not)
         for k, n in enumerate(nodes):
             args = tuple(slot[id(a)] for a in n.args)
-            free = tuple(sorted({a for a in args if last_use.get(a) == k and a not in keep}))
             expansion = expansions.get(k)
-            if expansion is not None:
-                core = Contraction(expansion.core, [n.args[m].shape for m in expansion.core_args]) \
-                    if expansion.core else None
-                self._steps.append((k, "scatter", (expansion, core, n.shape), args, free))
+            free = tuple(sorted({a for a in args if last_use.get(a) == k and a not in keep}))
+            if k in runs_at:  # added along its diagonals by the sum's step
                 read.update(args[m] for m in expansion.core_args)
-                continue
-            read.update(args)
-            if n.kind == "einsum":
+            elif n.kind == "add":
+                rest = tuple(a for a in args if a not in streamed and a not in runs_at)
+                scatters = tuple((expansions[s], self._core(expansions[s], nodes[s]),
+                                  tuple(slot[id(a)] for a in nodes[s].args)) for s in into.get(k, ()))
+                reads = rest + tuple(c[m] for e, _, c in scatters for m in e.core_args)
+                read.update(reads)
+                free = tuple(sorted({a for a in reads if last_use.get(a) == k and a not in keep}))
+                if rest or scatters or k in streamed:  # else the streamed terms made the whole sum
+                    self._steps.append((k, "add", (rest, scatters, n.shape), args, free))
+            elif expansion is not None:
+                self._steps.append((k, "scatter", (expansion, self._core(expansion, n), n.shape), args, free))
+                read.update(args[m] for m in expansion.core_args)
+            elif n.kind == "einsum":
+                read.update(args)
                 self._steps.append((k, "einsum", Contraction(n.param, [a.shape for a in n.args]), args, free))
             elif n.kind == "unary":
+                read.update(args)
                 name, p = n.param
                 self._steps.append((k, "unary", (UNARY[name], p), args, free))
-            elif n.kind == "add":
-                self._steps.append((k, "add", None, args, free))
             elif n.kind == "op":
+                read.update(args)
                 name, options, index = n.param
                 options = {**dict(options), **in_place.get(k, {})}
-                self._steps.append((k, "op", (OPERATORS[name], options, index, (name, n.param[1], args)), args,
-                                    free))
+                self._steps.append((k, "op", (OPERATORS[name], options, index, (name, n.param[1], args)), args, free))
+        # per step, the sum its value is added into at once and then freed: (sum slot, whether the
+        # sum may write into the value's buffer), or None
+        self._into: list[tuple[int, bool] | None] = [streamed.get(step[0]) for step in self._steps]
         self._constants: dict[int, np.ndarray] = {
             k: np.asarray(n.value, dtype=self.dtype) for k, n in enumerate(nodes) if n.kind == "const" and k in read}
         self._device_constants: dict[str, dict[int, Any]] = {}
+        # an output that is a constant (a Hessian of w @ w at small n folds to one) is handed out
+        # as a copy: the program's own array would let a caller's write change later calls
+        self._copied_outputs = {k for k in self._output_slots if k in self._constants}
+
+    @staticmethod
+    def _core(expansion: Any, node: Tensor) -> Any:
+        """What computes a scatter's core: a planned contraction, ``None`` (the core is 1), or,
+        where the core is one operand as it is (``c·δ``: ``"->"``), that operand."""
+        if not expansion.core:
+            return None
+        inputs, _, out = expansion.core.partition("->")
+        if inputs == out:
+            return _operand
+        return Contraction(expansion.core, [node.args[m].shape for m in expansion.core_args])
+
+    @staticmethod
+    def _sum_plan(nodes: Sequence[Tensor], slot: dict[int, int], consumers: dict[int, list[int]], keep: set[int],
+                  expansions: dict[int, Any]) -> tuple[dict[int, tuple[int, bool]], dict[int, list[int]]]:
+        """How each sum is accumulated.  Returns ``streamed`` (term slot → (sum slot, whether
+        the sum may add into the term's buffer)): terms read by that sum alone, added right
+        after they are computed and freed; and ``into`` (sum slot → δ scatters read by it
+        alone, added along their diagonals at the sum's step, never written out).
+
+        A term's buffer is the sum's to write into only where its step made a fresh array
+        nothing else holds: a δ scatter, a sum, or a product of two or more operands (a
+        one-operand einsum can be a view of its operand; an elementwise function or a general
+        function's output is not assumed fresh).
+        """
+        streamed: dict[int, tuple[int, bool]] = {}
+        into: dict[int, list[int]] = {}
+        for k, n in enumerate(nodes):
+            if n.kind != "add":
+                continue
+            for a in dict.fromkeys(slot[id(t)] for t in n.args):
+                term = nodes[a]
+                if consumers[a] != [k] or a in keep or term.kind in ("var", "const"):
+                    continue
+                if a in expansions:
+                    into.setdefault(k, []).append(a)
+                else:
+                    fresh = term.kind == "add" or (term.kind == "einsum" and len(term.args) > 1)
+                    streamed[a] = (k, fresh)
+        return streamed, into
 
     @property
     def flops(self) -> int:
@@ -298,7 +412,8 @@ class Program:
                 if tuple(a.shape) != x.shape:
                     raise ValueError(f"argument {x.param!r} has shape {tuple(a.shape)}, the program was built for {x.shape}")
                 values[slot] = a
-        for k, kind, op, args, free in self._steps:
+        owned: set[int] = set()  # running sums whose buffer no other slot holds
+        for (k, kind, op, args, free), into in zip(self._steps, self._into, strict=True):
             if kind == "einsum":
                 values[k] = op(*(values[a] for a in args), xp=xp)
             elif kind == "scatter":
@@ -312,10 +427,23 @@ class Program:
             elif kind == "op":
                 values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)
             else:
-                total = values[args[0]] + values[args[1]]
-                for a in args[2:]:
-                    total += values[a]
-                values[k] = total
+                rest, scatters, shape = op
+                for a in rest:
+                    _accumulate(values, owned, k, values[a], False)
+                for expansion, core, core_slots in scatters:
+                    core_value = core(*(values[core_slots[m]] for m in expansion.core_args), xp=xp) \
+                        if core is not None else None
+                    if k not in values:
+                        values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
+                        owned.add(k)
+                        continue
+                    if k not in owned:
+                        values[k] = values[k].copy()
+                        owned.add(k)
+                    _scatter_add(xp, values[k], expansion.class_axes, core_value)
+                owned.discard(k)
             for a in free:
                 values.pop(a, None)
-        return [values[s] for s in self._output_slots]
+            if into is not None:  # the only term of a sum, read by nothing else: added now and freed
+                _accumulate(values, owned, into[0], values.pop(k), into[1])
+        return [values[s].copy() if s in self._copied_outputs else values[s] for s in self._output_slots]

@@ -8,8 +8,15 @@ deltas: ∂exp(A)/∂A is ``exp(A)[ij] δ[ii'] δ[jj']``, ∂(A·B)/∂A is
 label: an axis of ``s_v`` (``out``) and an axis of ``s_u`` (``inp``) that
 share a label are tied by a δ, and a label that no axis of ``tensor`` carries
 is a broadcast (the partial is constant along it).  The δs are never
-materialized unless a sum of two factors of different structure or a final
-dense result asks for it.
+materialized unless a final dense result asks for it.
+
+A sum of two factors (two paths meeting, or one input read twice: ``x·x``,
+``x ⊗ x``) is one factor where adding the stored tensors stores no more than
+both terms together — a δ plus a δ is ``2·δ``, a diagonal plus a dense matrix
+a dense matrix.  Otherwise it stays a :class:`FactorSum` of factors with
+their own δs (∂(x ⊗ x)/∂x is ``x[j] δ[ii'] + x[i] δ[jj']``, two vectors, not
+an ``n³`` tensor), and the chain rule distributes over its terms — paper 002
+§2, Lemma 3 (the distributive property of the generic multiplication).
 
 The chain rule on factors (:func:`product`) unifies the labels of the shared
 vertex's axes and multiplies the two stored tensors with one einsum — the
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 
 from jacacc.tensor.expr import Tensor, add, const, delta, einsum, node_flops, ones, symbol
 
-__all__ = ["Factor", "accumulate", "materialize", "product"]
+__all__ = ["Factor", "FactorSum", "accumulate", "add_factors", "materialize", "product", "product_of"]
 
 Labels = tuple[int, ...]
 
@@ -269,16 +276,146 @@ def _tied(f: Factor, classes: Labels) -> set[int]:
     return {c for covered in spread.values() if len(covered) > 1 for c in covered}
 
 
-def materialize(f: Factor) -> Tensor:
-    """The dense partial as an expression of shape ``f.shape`` (δs and broadcasts written out).
+def materialize(f: Factor | FactorSum) -> Tensor:
+    """The dense partial as an expression of shape ``f.shape`` (δs and broadcasts written out;
+    a :class:`FactorSum` as the sum of its terms written out).
 
     >>> from jacacc.tensor.expr import var
     >>> materialize(Factor.from_letters(None, "", "i", "i", (3,), (3,))).param   # the identity: δ
     ('delta',)
     """
+    if isinstance(f, FactorSum):
+        return add(*(materialize(t) for t in f.terms))
     positions = (*f.out, *f.inp)
     classes = tuple(range(len(positions)))
     tensor, _, _ = _expanded(f, classes, classes)
     if tensor is None:  # a scalar partial of a scalar
         return const(1.0)
     return tensor
+
+
+# ---------------------------------------------------------------------------- sums of factors
+def _stored(f: Factor) -> int:
+    return 0 if f.tensor is None else f.tensor.size
+
+
+@dataclass(frozen=True, eq=False)
+class FactorSum:
+    """A partial that is a sum of factors whose δ structures differ (see the module docstring).
+
+    Two terms are kept apart only where adding them as one factor would store
+    more than both together (:func:`add_factors`); terms of one structure are
+    always one factor, so a sum has at most as many terms as there are ways
+    to tie its axes.
+
+    Attributes
+    ----------
+    terms : tuple of Factor
+        At least two, none zero, all of one shape.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import var
+    >>> x = var("x", (3,))
+    >>> left = Factor.from_letters(x, "j", "ij", "i", (3, 3), (3,))   # ∂(x ⊗ x)/∂(first x)
+    >>> right = Factor.from_letters(x, "i", "ij", "j", (3, 3), (3,))  # ∂(x ⊗ x)/∂(second x)
+    >>> s, _ = add_factors(left, right)
+    >>> s.layout(), s.shape
+    ('T[j] -> [ij|i] + T[i] -> [ij|j]', (3, 3, 3))
+    >>> materialize(s).shape
+    (3, 3, 3)
+    """
+
+    terms: tuple[Factor, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.terms[0].shape
+
+    @property
+    def out(self) -> Labels:
+        """The first term's labels of v's axes (their number is what callers read)."""
+        return self.terms[0].out
+
+    @property
+    def labels(self) -> Labels:
+        """The stored labels of its highest-order term: the tensor order cross-country's key ranks by."""
+        return max((t.labels for t in self.terms), key=len)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.terms)
+
+    is_zero = False
+
+    def layout(self) -> str:
+        return " + ".join(t.layout() for t in self.terms)
+
+    def collapsed(self) -> tuple[Factor, int]:
+        """The terms added as one factor (δs they do not share written out), with the FLOPs built:
+        for callers that need one stored tensor (a compressed Hessian)."""
+        total, flops = self.terms[0], 0
+        for t in self.terms[1:]:
+            total, cost = accumulate(total, t)
+            flops += cost
+        return total, flops
+
+    def __repr__(self) -> str:
+        return f"FactorSum({self.layout()}, shape={self.shape})"
+
+
+def _terms(f: Factor | FactorSum) -> tuple[Factor, ...]:
+    return f.terms if isinstance(f, FactorSum) else (f,)
+
+
+def add_factors(old: Factor | FactorSum, new: Factor | FactorSum) -> tuple[Factor | FactorSum, int]:
+    """``old + new`` (absorption) keeping structure: each term of ``new`` is added into a
+    term of the sum where the two as one factor store no more than both apart
+    (:func:`accumulate`: equal δs, a δ into a diagonal or a dense tensor), else kept
+    as a term of its own.  Returns a :class:`Factor` or a :class:`FactorSum`, and the FLOPs built.
+
+    A sum of scaled identities, diagonals and dense partials is thereby one factor
+    of the largest of them; only terms whose δs tie different axes (∂(x ⊗ x)/∂x,
+    ∂(BBᵀ)/∂B) stay apart — adding those would write a δ out into a tensor larger
+    than both terms together.
+    """
+    if old.shape != new.shape:
+        raise ValueError(f"cannot add factors of shapes {old.shape} and {new.shape}")
+    terms = [t for t in _terms(old) if not t.is_zero]
+    flops = 0
+    for term in _terms(new):
+        if term.is_zero:
+            continue
+        for k, kept in enumerate(terms):
+            merged, cost = accumulate(kept, term)
+            # a scalar counts as nothing stored: δ + δ is the scalar 2 on a δ
+            if _stored(merged) <= max(1, _stored(kept) + _stored(term)):
+                terms[k] = merged
+                flops += cost
+                break
+        else:
+            terms.append(term)
+    if not terms:  # every term zero: the zero factor of the old
+        return (old if isinstance(old, Factor) else old.terms[0]), 0
+    return (terms[0] if len(terms) == 1 else FactorSum(tuple(terms))), flops
+
+
+def product_of(left: Factor | FactorSum, right: Factor | FactorSum) -> tuple[Factor | FactorSum, int]:
+    """The chain rule :func:`product` on factors or sums of factors: distributed over the
+    terms (paper 002, Lemma 3), the products added by :func:`add_factors`.  Returns the
+    partial and the FLOPs built."""
+    if isinstance(left, Factor) and isinstance(right, Factor):
+        return product(left, right)
+    total: Factor | FactorSum | None = None
+    flops = 0
+    for a in _terms(left):
+        for b in _terms(right):
+            p, cost = product(a, b)
+            flops += cost
+            if total is None:
+                total = p
+            else:
+                total, cost = add_factors(total, p)
+                flops += cost
+    assert total is not None
+    return total, flops

@@ -31,7 +31,7 @@ from jacacc import ops
 from jacacc.graph import CompGraph
 from jacacc.tensor.expr import Tensor, add, const, einsum, elementwise, nodes_of, scale, unary
 from jacacc.tensor.factor import Factor
-from jacacc.tensor.linear import LinearPartial, OperatorPartial, Partial, add_partials, chain, sum_of_partials
+from jacacc.tensor.linear import LinearPartial, OperatorPartial, Partial, add_partials, chain
 
 __all__ = ["FactorAlgebra", "TensorBuilder", "TensorGraph", "elementwise_derivatives", "local_partials", "register_partial", "tensor_graph"]
 
@@ -142,14 +142,21 @@ def register_partial(kind: str, rule: PartialRule) -> None:
     _RULES[kind] = rule
 
 
-def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int, Factor]:
+def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int, Partial]:
     """The nonzero partials of ``node`` w.r.t. each distinct operand that ``depends``,
-    keyed by operand position of first appearance (repeated operands summed)."""
+    keyed by operand position of first appearance.
+
+    An operand read more than once (``x * x``, ``x @ x``, ``np.outer(x, x)``, ``t + t``)
+    gets the sum of its partials, added by structure
+    (:func:`~jacacc.tensor.linear.add_partials`): ``δ + δ`` is ``2·δ``, ``diag(x) + diag(x)``
+    a diagonal, and terms whose δs tie different axes (∂(x ⊗ x)/∂x) a
+    :class:`~jacacc.tensor.factor.FactorSum` — never a dense tensor nor a linear map.
+    """
     try:
         rule = _RULES[node.kind]
     except KeyError:
         raise ValueError(f"no partial rule for nodes of kind {node.kind!r}") from None
-    found: dict[int, Factor] = {}
+    found: dict[int, Partial] = {}
     first: dict[int, int] = {}
     for k, a in enumerate(node.args):
         if not depends(a):
@@ -158,7 +165,7 @@ def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int,
         if f is None or f.is_zero:
             continue
         position = first.setdefault(id(a), k)
-        found[position] = sum_of_partials(found[position], f)[0] if position in found else f
+        found[position] = add_partials(found[position], f)[0] if position in found else f
     return found
 
 
@@ -168,19 +175,20 @@ class FactorAlgebra:
 
     Passed to (or picked up by) :class:`~jacacc.eliminate.state.EliminationGraph`
     as its recorder: every combination ``(i,k) += (j,k)·(i,j)`` the engine makes
-    is a :func:`~jacacc.tensor.factor.product` (and an
-    :func:`~jacacc.tensor.factor.accumulate` on absorption); ``flops`` sums the
-    FLOPs of the einsums and sums actually built.
+    is a :func:`~jacacc.tensor.factor.product` (distributed over the terms of a
+    :class:`~jacacc.tensor.factor.FactorSum`), and an absorption adds by structure
+    (:func:`~jacacc.tensor.factor.add_factors`: one factor where that stores no
+    more than the terms apart, else a sum of factors); ``flops`` sums the FLOPs
+    of the einsums and sums actually built.
     """
 
-    def __init__(self, factors: dict[Edge, Factor]) -> None:
+    def __init__(self, factors: dict[Edge, Partial]) -> None:
         self.factors = dict(factors)
         self.flops = 0
-        #: Absorb a product as a sum of linear maps where adding factors would write δs out
-        #: (:func:`~jacacc.tensor.linear.sum_of_partials`): in graphs with operator edges,
-        #: whose residual is accumulated by sweeps anyway.
+        #: The graph has general functions' edges (linear maps): derive leaves the vertices
+        #: next to one to :func:`~jacacc.tensor.linear.accumulate_by_sweeps`.
         self.lazy_sums = any(isinstance(p, LinearPartial) for p in self.factors.values())
-        self._products: dict[tuple[int, int], tuple[Factor, Factor, Factor, int]] = {}
+        self._products: dict[tuple[int, int], tuple[Partial, Partial, Partial, int]] = {}
 
     def copy(self) -> FactorAlgebra:
         """The same values and FLOPs so far, independent from here on (products cache shared)."""
@@ -200,10 +208,7 @@ class FactorAlgebra:
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         result, cost = self._product(self.factors[left], self.factors[right])
         if not new:
-            if self.lazy_sums:
-                result, extra = sum_of_partials(self.factors[target], result)
-            else:
-                result, extra = add_partials(self.factors[target], result)
+            result, extra = add_partials(self.factors[target], result)
             cost += extra
         self.factors[target] = result
         self.flops += cost
@@ -234,7 +239,7 @@ class TensorGraph(CompGraph):
     """
 
     def __init__(self, digraph: nx.DiGraph, inputs: Sequence[int], outputs: Sequence[int],
-                 tensors: dict[int, Tensor], factors: dict[Edge, Factor]) -> None:
+                 tensors: dict[int, Tensor], factors: dict[Edge, Partial]) -> None:
         super().__init__(digraph, inputs, outputs, prune=False)
         self.tensors = tensors
         self.factors = factors
@@ -279,7 +284,7 @@ def tensor_graph(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
     depends = lambda t: id(t) in dependent  # noqa: E731
     vertex: dict[int, int] = {id(node): pos for pos, node in enumerate(order)}
     tensors: dict[Any, Tensor] = {}
-    factors: dict[Edge, Factor] = {}
+    factors: dict[Edge, Partial] = {}
     for node in order:
         if id(node) not in dependent or id(node) in input_ids:
             continue
@@ -315,7 +320,7 @@ def tensor_graph(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
     return TensorGraph(digraph, input_vertices, output_vertices, tensors, factors)
 
 
-def _on_paths(factors: dict[Edge, Factor], inputs: Sequence[Hashable], outputs: Sequence[Hashable]) -> dict[Edge, Factor]:
+def _on_paths(factors: dict[Edge, Partial], inputs: Sequence[Hashable], outputs: Sequence[Hashable]) -> dict[Edge, Partial]:
     """The factors on some input → output path (zero partials can cut a vertex off)."""
     succ: dict[Hashable, list[Hashable]] = {}
     pred: dict[Hashable, list[Hashable]] = {}

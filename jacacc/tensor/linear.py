@@ -16,8 +16,9 @@ element, whichever are fewer, each vertex's cotangents summed before they are
 pulled back once.  :func:`chain` and :func:`add_partials` still accept maps —
 the heuristics price candidate eliminations through them (a composition costs
 0: it is applied, and priced in the derivative expression's FLOPs, by the
-sweeps) — and a sum of two factors that would write a δ out stays a
-:class:`Summed` of maps (:func:`sum_of_partials`).
+sweeps).  A sum of factors stays a
+:class:`~jacacc.tensor.factor.FactorSum` (:func:`~jacacc.tensor.factor.add_factors`)
+and is never a reason to sweep: only general functions' maps are.
 
 Examples
 --------
@@ -37,10 +38,10 @@ import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor.expr import Tensor, add, const, einsum, symbol, zeros
-from jacacc.tensor.factor import Factor, accumulate, materialize, product
+from jacacc.tensor.factor import Factor, FactorSum, add_factors, materialize, product, product_of
 
 __all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "UNROLL_LIMIT",
-           "accumulate_by_sweeps", "add_partials", "chain", "sum_of_partials"]
+           "accumulate_by_sweeps", "add_partials", "chain"]
 
 #: Most sweeps :func:`accumulate_by_sweeps` builds to write a Jacobian out.
 UNROLL_LIMIT = 4096
@@ -158,7 +159,7 @@ class Composed(LinearPartial):
 
 
 class Summed(LinearPartial):
-    """``a + b``: two partials of the same edge (absorption)."""
+    """``a + b``: two partials of the same edge (absorption), one of them a general function's map."""
 
     def __init__(self, a: LinearPartial, b: LinearPartial) -> None:
         self.a, self.b = a, b
@@ -171,41 +172,38 @@ class Summed(LinearPartial):
         return _sum(self.a.pullback(cotangent), self.b.pullback(cotangent))
 
 
-Partial = Factor | LinearPartial
+Partial = Factor | FactorSum | LinearPartial
 
 
 def _as_map(p: Partial) -> LinearPartial:
-    return p if isinstance(p, LinearPartial) else FactorMap(p)
+    if isinstance(p, LinearPartial):
+        return p
+    if isinstance(p, FactorSum):
+        total: LinearPartial = FactorMap(p.terms[0])
+        for t in p.terms[1:]:
+            total = Summed(total, FactorMap(t))
+        return total
+    return FactorMap(p)
 
 
 def chain(left: Partial, right: Partial) -> tuple[Partial, int]:
     """The chain rule ∂w/∂v · ∂v/∂u on any two partials, with the FLOPs built
     (a composition with a linear map is deferred: 0 now, priced when written out)."""
-    if isinstance(left, Factor) and isinstance(right, Factor):
-        return product(left, right)
+    if not isinstance(left, LinearPartial) and not isinstance(right, LinearPartial):
+        return product_of(left, right)
     return Composed(_as_map(left), _as_map(right)), 0
 
 
 def add_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
-    """``old + new`` on any two partials of the same edge, with the FLOPs built."""
-    if isinstance(old, Factor) and isinstance(new, Factor):
-        return accumulate(old, new)
+    """``old + new`` on any two partials of the same edge, with the FLOPs built: factors by
+    :func:`~jacacc.tensor.factor.add_factors` (one factor where that stores no more than
+    the terms apart, else a :class:`~jacacc.tensor.factor.FactorSum`), a general
+    function's map and anything as a :class:`Summed`."""
+    if not isinstance(old, LinearPartial) and not isinstance(new, LinearPartial):
+        return add_factors(old, new)
     if old.shape != new.shape:
         raise ValueError(f"cannot add partials of shapes {old.shape} and {new.shape}")
     return Summed(_as_map(old), _as_map(new)), 0
-
-
-def sum_of_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
-    """``old + new`` as :func:`add_partials`, except where adding two factors would write
-    a δ out — their δs tie different axes, so the sum stores more than both terms
-    together (∂(BBᵀ)/∂B's two terms: each stores B, their meet a dense ``m × m × m × n``
-    tensor) — which stays a :class:`Summed` of the two, applied term by term."""
-    total, cost = add_partials(old, new)
-    if isinstance(total, Factor) and isinstance(old, Factor) and isinstance(new, Factor):
-        stored = lambda f: 0 if f.tensor is None else f.tensor.size  # noqa: E731
-        if stored(total) > stored(old) + stored(new):
-            return Summed(FactorMap(old), FactorMap(new)), 0
-    return total, cost
 
 
 def _one_hot(shape: Shape, flat: int) -> Tensor:
@@ -219,7 +217,7 @@ def _shapes(p: Partial) -> tuple[Shape, Shape]:
     """(shape of the edge's head, shape of its tail) of a partial ∂head/∂tail."""
     if isinstance(p, LinearPartial):
         return p.out_shape, p.inp_shape
-    return p.shape[: len(p.out)], p.shape[len(p.out):]
+    return p.shape[: len(p.out)], p.shape[len(p.out):]  # a FactorSum's out: its first term's
 
 
 def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: list, order: list) -> dict[tuple, Factor]:
