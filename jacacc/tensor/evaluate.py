@@ -144,11 +144,37 @@ def _diagonal_view(xp: Any, a: Any, class_axes: Sequence[tuple[int, ...]]) -> An
     the entries a δ scatter writes."""
     shape = tuple(a.shape[axes[0]] for axes in class_axes)
     strides = tuple(sum(a.strides[x] for x in axes) for axes in class_axes)
-    if xp is np and (a.flags.c_contiguous or a.flags.f_contiguous):
-        # the constructor over a's buffer: the same view as as_strided without its ~8 µs of Python,
-        # which a small Hessian (tens of µs) would feel
-        return np.ndarray(shape, a.dtype, a, 0, strides)
     return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
+
+class _Diagonals:
+    """Where a δ scatter (:class:`~jacacc.tensor.expr.DeltaExpansion`) writes in an array:
+    one view axis per class of tied axes (their strides summed), the core broadcast along
+    the classes it lacks.  For a contiguous NumPy array (C or Fortran order: a product's
+    result may be a transpose) the view is a slice of the flat array for one class
+    (``c·δ``: every ``n + 1``-th entry) or the ndarray constructor over the buffer —
+    ``as_strided`` takes ~8 µs of Python, which a small Hessian (tens of µs) would feel;
+    other arrays fall back to :func:`_diagonal_view`.
+    """
+
+    __slots__ = ("class_axes", "view_shape", "pad")
+
+    def __init__(self, shape: tuple[int, ...], class_axes: Sequence[tuple[int, ...]], core_ndim: int) -> None:
+        self.class_axes = tuple(class_axes)
+        self.view_shape = tuple(shape[axes[0]] for axes in class_axes)
+        self.pad = (1,) * (len(class_axes) - core_ndim)
+
+    def view(self, xp: Any, a: Any) -> Any:
+        if xp is np and a.size and (a.flags.c_contiguous or a.flags.f_contiguous):
+            strides = tuple(sum(a.strides[x] for x in axes) for axes in self.class_axes)
+            if len(strides) == 1:
+                step = strides[0] // a.itemsize
+                return a.ravel(order="K")[: self.view_shape[0] * step: step]
+            return np.ndarray(self.view_shape, a.dtype, a, 0, strides)
+        return _diagonal_view(xp, a, self.class_axes)
+
+    def core(self, core: Any) -> Any:
+        return core.reshape(core.shape + self.pad) if self.pad and core.ndim else core
 
 
 def _operand(a: Any, xp: Any = np) -> Any:
@@ -156,28 +182,20 @@ def _operand(a: Any, xp: Any = np) -> Any:
     return a
 
 
-def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, class_axes: Sequence[tuple[int, ...]],
-             core: Any) -> Any:
+def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, diagonals: _Diagonals, core: Any) -> Any:
     """A zero array of ``shape`` with ``core`` written along its δ diagonals
     (:class:`~jacacc.tensor.expr.DeltaExpansion`): one strided view axis per class
     of tied axes, the core's classes first, the rest broadcast (``core`` None: 1)."""
     result = xp.zeros(shape, dtype=dtype)
-    view = _diagonal_view(xp, result, class_axes)
-    if core is None:
-        view[...] = 1
-    else:
-        view[...] = core.reshape(core.shape + (1,) * (len(class_axes) - core.ndim))
+    diagonals.view(xp, result)[...] = 1 if core is None else diagonals.core(core)
     return result
 
 
-def _scatter_add(xp: Any, total: Any, class_axes: Sequence[tuple[int, ...]], core: Any) -> None:
+def _scatter_add(xp: Any, total: Any, diagonals: _Diagonals, core: Any) -> None:
     """Add a δ scatter (:func:`_scatter`) into ``total`` in place, through the same view:
     only the entries on its diagonals are touched."""
-    view = _diagonal_view(xp, total, class_axes)
-    if core is None:
-        view += 1
-    else:
-        view += core.reshape(core.shape + (1,) * (len(class_axes) - core.ndim))
+    view = diagonals.view(xp, total)
+    view += 1 if core is None else diagonals.core(core)
 
 
 def _accumulate(values: dict[int, Any], owned: set[int], k: int, term: Any, term_owned: bool) -> None:
@@ -303,14 +321,16 @@ class Program:
             elif n.kind == "add":
                 rest = tuple(a for a in args if a not in streamed and a not in runs_at)
                 scatters = tuple((expansions[s], self._core(expansions[s], nodes[s]),
-                                  tuple(slot[id(a)] for a in nodes[s].args)) for s in into.get(k, ()))
-                reads = rest + tuple(c[m] for e, _, c in scatters for m in e.core_args)
+                                  tuple(slot[id(a)] for a in nodes[s].args), self._diagonals(expansions[s], n.shape))
+                                 for s in into.get(k, ()))
+                reads = rest + tuple(c[m] for e, _, c, _ in scatters for m in e.core_args)
                 read.update(reads)
                 free = tuple(sorted({a for a in reads if last_use.get(a) == k and a not in keep}))
                 if rest or scatters or k in streamed:  # else the streamed terms made the whole sum
                     self._steps.append((k, "add", (rest, scatters, n.shape), args, free))
             elif expansion is not None:
-                self._steps.append((k, "scatter", (expansion, self._core(expansion, n), n.shape), args, free))
+                self._steps.append((k, "scatter", (expansion, self._core(expansion, n),
+                                                   (n.shape, self._diagonals(expansion, n.shape))), args, free))
                 read.update(args[m] for m in expansion.core_args)
             elif n.kind == "einsum":
                 read.update(args)
@@ -333,6 +353,11 @@ class Program:
         # an output that is a constant (a Hessian of w @ w at small n folds to one) is handed out
         # as a copy: the program's own array would let a caller's write change later calls
         self._copied_outputs = {k for k in self._output_slots if k in self._constants}
+
+    @staticmethod
+    def _diagonals(expansion: Any, shape: tuple[int, ...]) -> _Diagonals:
+        core_ndim = len(expansion.core.partition("->")[2]) if expansion.core else 0
+        return _Diagonals(shape, expansion.class_axes, core_ndim)
 
     @staticmethod
     def _core(expansion: Any, node: Tensor) -> Any:
@@ -417,10 +442,10 @@ class Program:
             if kind == "einsum":
                 values[k] = op(*(values[a] for a in args), xp=xp)
             elif kind == "scatter":
-                expansion, core, shape = op
+                expansion, core, (shape, diagonals) = op
                 core_value = core(*(values[args[m]] for m in expansion.core_args), xp=xp) \
                     if core is not None else None
-                values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
+                values[k] = _scatter(xp, shape, self.dtype, diagonals, core_value)
             elif kind == "unary":
                 fn, p = op
                 values[k] = fn(xp, *(values[a] for a in args), p)
@@ -430,17 +455,17 @@ class Program:
                 rest, scatters, shape = op
                 for a in rest:
                     _accumulate(values, owned, k, values[a], False)
-                for expansion, core, core_slots in scatters:
+                for expansion, core, core_slots, diagonals in scatters:
                     core_value = core(*(values[core_slots[m]] for m in expansion.core_args), xp=xp) \
                         if core is not None else None
                     if k not in values:
-                        values[k] = _scatter(xp, shape, self.dtype, expansion.class_axes, core_value)
+                        values[k] = _scatter(xp, shape, self.dtype, diagonals, core_value)
                         owned.add(k)
                         continue
                     if k not in owned:
                         values[k] = values[k].copy()
                         owned.add(k)
-                    _scatter_add(xp, values[k], expansion.class_axes, core_value)
+                    _scatter_add(xp, values[k], diagonals, core_value)
                 owned.discard(k)
             for a in free:
                 values.pop(a, None)
