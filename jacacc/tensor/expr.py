@@ -272,7 +272,10 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
             return found
     subs = ",".join(labels for labels, _ in kept) + "->" + out
     args = tuple(op for _, op in kept)
-    if all(op.kind == "const" for op in args) and max(math.prod(shape), *(op.size for op in args)) <= FOLD_LIMIT:
+    # a scaled δ stays a scatter (delta_expansion): folded, c·δ would be a dense constant that a
+    # sum then adds entry by entry instead of along its diagonal
+    if all(op.kind == "const" for op in args) and max(math.prod(shape), *(op.size for op in args)) <= FOLD_LIMIT \
+            and delta_expansion(subs, args) is None:
         return const(np.einsum(subs, *(op.value for op in args)))
     return _intern("einsum", shape, args, subs)
 
