@@ -261,39 +261,28 @@ def qualified_name(func: Any) -> str:
     return f"{module}.{name}"
 
 
-def register_ufunc(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the handler of the NumPy ufuncs ``names`` on traced operands."""
+def _registrar(table: dict[Any, Callable[..., Any]], doc: str) -> Callable[..., Any]:
+    """A decorator factory filing its handler in ``table`` under every key it is given."""
 
-    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-        for name in names:
-            _UFUNCS[name] = handler
-        return handler
+    def decorator(*keys: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+            for key in keys:
+                table[key] = handler
+            return handler
 
-    return register
+        return register
 
-
-def register_function(*functions: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the handler of the NumPy functions ``functions`` (``np.mean``, ``np.linalg.solve``) when an
-    argument is traced (NumPy's ``__array_function__`` protocol)."""
-
-    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-        for function in functions:
-            _FUNCTIONS[function] = handler
-        return handler
-
-    return register
+    decorator.__doc__ = doc
+    return decorator
 
 
-def register_method(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the handler of the ndarray methods ``names`` (``x.reshape(…)``; ``"__getitem__"`` for
-    ``x[key]``), called with the traced array first."""
-
-    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
-        for name in names:
-            _METHODS[name] = handler
-        return handler
-
-    return register
+register_ufunc = _registrar(_UFUNCS, "Decorator: the handler of the NumPy ufuncs ``names`` on traced operands.")
+register_function = _registrar(
+    _FUNCTIONS, "Decorator: the handler of the NumPy functions given (``np.mean``, ``np.linalg.solve``) when an "
+    "argument is traced (NumPy's ``__array_function__`` protocol).")
+register_method = _registrar(
+    _METHODS, "Decorator: the handler of the ndarray methods named (``x.reshape(…)``; ``\"__getitem__\"`` for "
+    "``x[key]``), called with the traced array first.")
 
 
 # ---------------------------------------------------------------------------- operands
