@@ -265,9 +265,11 @@ def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     return (None,) * len(args)
 
 
-def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any, flops: Any = _no_flops) -> None:
+def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any, flops: Any = _no_flops,
+                  batch: Any = None) -> None:
     """Register a linear operator of one argument: pushforward ``build(tangent, arg, **options)``,
-    pullback ``adjoint(cotangent, arg, **options)``."""
+    pullback ``adjoint(cotangent, arg, **options)``, and the options for an argument with
+    leading batch axes ``batch(batch_shape, **options)`` (:mod:`jacacc.tensor.batching`)."""
 
     def jvp(outputs, args, tangents, **options):  # noqa: ANN001, ANN202, ANN003
         (dx,) = tangents
@@ -277,7 +279,14 @@ def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any
         (ct,) = cotangents
         return (None if ct is None else adjoint(ct, args[0], **options),)
 
-    register_operator(Operator(name, forward, shapes, jvp, vjp, flops))
+    def batched(batch_shape, args, flags, **options):  # noqa: ANN001, ANN202, ANN003
+        return args, batch(tuple(batch_shape), **options)
+
+    register_operator(Operator(name, forward, shapes, jvp, vjp, flops, batch=None if batch is None else batched))
+
+
+def _full_slices(shape: Shape) -> tuple[tuple[Any, ...], ...]:
+    return tuple(("s", 0, 1, n) for n in shape)
 
 
 # ---------------------------------------------------------------------------- reshape
@@ -440,7 +449,8 @@ def _reshape_forward(x: np.ndarray, shape: Shape) -> np.ndarray:
 
 
 _unary_linear("reshape", _reshape_forward, _reshape_shapes,
-              lambda dx, x, shape: reshape_node(dx, shape), lambda ct, x, shape: reshape_node(ct, x.shape))
+              lambda dx, x, shape: reshape_node(dx, shape), lambda ct, x, shape: reshape_node(ct, x.shape),
+              batch=lambda batch_shape, shape: {"shape": batch_shape + tuple(shape)})
 
 
 # ---------------------------------------------------------------------------- reductions
@@ -644,7 +654,7 @@ _unary_linear("cumsum", _cumsum, lambda a, **_: (a,),
               lambda dx, x, axis, reverse: apply_operator("cumsum", [dx], axis=axis, reverse=reverse)[0],
               # the transpose of a running sum is the running sum from the other end
               lambda ct, x, axis, reverse: apply_operator("cumsum", [ct], axis=axis, reverse=not reverse)[0],
-              _size_flops)
+              _size_flops, lambda batch_shape, axis, reverse: {"axis": axis + len(batch_shape), "reverse": reverse})
 
 
 # ---------------------------------------------------------------------------- basic indexing
@@ -771,12 +781,19 @@ def _index_shapes(a: Shape, key: BasicKey) -> tuple[Shape]:
     return (key.shape,)
 
 
+def _batched_key(batch_shape: Shape, key: BasicKey) -> BasicKey:
+    return BasicKey(_full_slices(batch_shape) + key.items)
+
+
 _unary_linear("index", _index_forward, _index_shapes,
               lambda dx, x, key: index_node(dx, key),
-              lambda ct, x, key: apply_operator("index_scatter", [ct], key=key, shape=x.shape)[0])
+              lambda ct, x, key: apply_operator("index_scatter", [ct], key=key, shape=x.shape)[0],
+              batch=lambda batch_shape, key: {"key": _batched_key(batch_shape, key)})
 _unary_linear("index_scatter", _index_scatter, lambda a, key, shape: (tuple(shape),),
               lambda dt, t, key, shape: apply_operator("index_scatter", [dt], key=key, shape=shape)[0],
-              lambda ct, t, key, shape: index_node(ct, key))
+              lambda ct, t, key, shape: index_node(ct, key),
+              batch=lambda batch_shape, key, shape: {"key": _batched_key(batch_shape, key),
+                                                     "shape": batch_shape + tuple(shape)})
 
 
 # ---------------------------------------------------------------------------- advanced indexing
@@ -821,33 +838,50 @@ def _advanced_index(x: Tensor, key: Any) -> Tensor:
     return apply_operator("gather", [x], index=IndexArray(flat))[0]
 
 
-def _gather(x: np.ndarray, index: IndexArray) -> np.ndarray:
-    return x.reshape(-1)[index.array]
+# ``lead``: leading (batch) axes the flat indices do not reach, each gathered or scattered alike
+def _gather(x: np.ndarray, index: IndexArray, lead: int = 0) -> np.ndarray:
+    return x.reshape(x.shape[:lead] + (math.prod(x.shape[lead:]),))[..., index.array]  # not -1: a batch may be empty
 
 
-def _scatter_add(t: np.ndarray, index: IndexArray, shape: Shape) -> np.ndarray:
-    size = math.prod(shape)
+def _scatter_add(t: np.ndarray, index: IndexArray, shape: Shape, lead: int = 0) -> np.ndarray:
+    batch = math.prod(shape[:lead])
+    size = math.prod(shape[lead:])
+    flat_t = t.reshape(batch, math.prod(t.shape[lead:]))
     if not index.repeats:
-        out = np.zeros(size, dtype=t.dtype)
-        out[index.array.reshape(-1)] = t.reshape(-1)
+        out = np.zeros((batch, size), dtype=t.dtype)
+        out[:, index.array.reshape(-1)] = flat_t
         return out.reshape(shape)
-    # repeated indices accumulate: x[[0, 0]] pulls back twice onto x[0]
-    total = np.bincount(index.array.reshape(-1), weights=t.reshape(-1), minlength=size)
+    # repeated indices accumulate: x[[0, 0]] pulls back twice onto x[0]; a batch row's
+    # positions are offset by its row, so one bincount serves every row
+    positions = (np.arange(batch)[:, None] * size + index.array.reshape(1, -1)).reshape(-1)
+    total = np.bincount(positions, weights=flat_t.reshape(-1), minlength=batch * size)
     return total.reshape(shape).astype(t.dtype, copy=False)
 
 
-def _gather_shapes(a: Shape, index: IndexArray) -> tuple[Shape]:
-    if index.array.size and int(index.array.max()) >= math.prod(a):
-        raise ValueError(f"gather: indices beyond an array of shape {a}")
-    return (index.array.shape,)
+def _gather_shapes(a: Shape, index: IndexArray, lead: int = 0) -> tuple[Shape]:
+    if index.array.size and int(index.array.max()) >= math.prod(a[lead:]):
+        raise ValueError(f"gather: indices beyond an array of shape {a[lead:]}")
+    return (a[:lead] + index.array.shape,)
+
+
+def _lead(batch_shape: Shape, **options: Any) -> dict[str, Any]:
+    """Options for leading batch axes in front of the ones a flat index reaches."""
+    lead = options.pop("lead", 0)
+    if "shape" in options:
+        options["shape"] = batch_shape + tuple(options["shape"])
+    return {**options, "lead": lead + len(batch_shape)}
 
 
 _unary_linear("gather", _gather, _gather_shapes,
-              lambda dx, x, index: apply_operator("gather", [dx], index=index)[0],
-              lambda ct, x, index: apply_operator("scatter_add", [ct], index=index, shape=x.shape)[0])
-_unary_linear("scatter_add", _scatter_add, lambda a, index, shape: (tuple(shape),),
-              lambda dt, t, index, shape: apply_operator("scatter_add", [dt], index=index, shape=shape)[0],
-              lambda ct, t, index, shape: apply_operator("gather", [ct], index=index)[0])
+              lambda dx, x, index, lead=0: apply_operator("gather", [dx], index=index, lead=lead)[0],
+              lambda ct, x, index, lead=0: apply_operator("scatter_add", [ct], index=index, shape=x.shape,
+                                                          lead=lead)[0],
+              batch=_lead)
+_unary_linear("scatter_add", _scatter_add, lambda a, index, shape, lead=0: (tuple(shape),),
+              lambda dt, t, index, shape, lead=0: apply_operator("scatter_add", [dt], index=index, shape=shape,
+                                                                 lead=lead)[0],
+              lambda ct, t, index, shape, lead=0: apply_operator("gather", [ct], index=index, lead=lead)[0],
+              batch=_lead)
 
 
 def _holds_traced(items: Any) -> bool:
@@ -917,8 +951,16 @@ def _concatenate_vjp(outputs, args, cotangents, axis):  # noqa: ANN001, ANN202
     return tuple(pieces)
 
 
+def _concatenate_batch(batch_shape, args, flags, axis):  # noqa: ANN001, ANN202
+    from jacacc.tensor.batching import spread
+
+    # an unbatched piece is the same for every batch element
+    return [a if f else spread(a, batch_shape) for a, f in zip(args, flags, strict=True)], \
+        {"axis": axis + len(batch_shape)}
+
+
 register_operator(Operator("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis), _concatenate_shapes,
-                           _concatenate_jvp, _concatenate_vjp, _no_flops))
+                           _concatenate_jvp, _concatenate_vjp, _no_flops, batch=_concatenate_batch))
 
 
 @register_function(np.concatenate)
@@ -1023,7 +1065,8 @@ def _unpad(ct: Tensor, x: Tensor, widths: tuple[tuple[int, int], ...]) -> Tensor
 
 _unary_linear("pad", lambda x, widths: np.pad(x, widths),
               lambda a, widths: (tuple(n + b + c for n, (b, c) in zip(a, widths, strict=True)),),
-              lambda dx, x, widths: apply_operator("pad", [dx], widths=widths)[0], _unpad)
+              lambda dx, x, widths: apply_operator("pad", [dx], widths=widths)[0], _unpad,
+              batch=lambda batch_shape, widths: {"widths": ((0, 0),) * len(batch_shape) + tuple(widths)})
 
 
 @register_function(np.diff)
@@ -1079,25 +1122,37 @@ def _method_sort(a: Traced, *args: Any, **kwargs: Any) -> Any:
                                     "use y = np.sort(x)")
 
 
+# ``lead``: leading (batch) axes of the values that the permutation lacks (it is the same for each)
 def _permutation_jvp(name: str) -> Any:
-    def jvp(outputs, args, tangents, axis):  # noqa: ANN001, ANN202
+    def jvp(outputs, args, tangents, axis, lead=0):  # noqa: ANN001, ANN202
         dt = tangents[0]  # the permutation's own tangent is zero
-        return (None if dt is None else apply_operator(name, [dt, args[1]], axis=axis)[0],)
+        return (None if dt is None else apply_operator(name, [dt, args[1]], axis=axis, lead=lead)[0],)
 
     return jvp
 
 
 def _permutation_vjp(transpose: str) -> Any:
-    def vjp(outputs, args, cotangents, axis):  # noqa: ANN001, ANN202
+    def vjp(outputs, args, cotangents, axis, lead=0):  # noqa: ANN001, ANN202
         (ct,) = cotangents
-        return (None if ct is None else apply_operator(transpose, [ct, args[1]], axis=axis)[0], None)
+        return (None if ct is None else apply_operator(transpose, [ct, args[1]], axis=axis, lead=lead)[0], None)
 
     return vjp
 
 
-def _put_along(t: np.ndarray, perm: np.ndarray, axis: int) -> np.ndarray:
+def _permutation_batch(batch_shape, args, flags, axis, lead=0):  # noqa: ANN001, ANN202
+    if flags[1]:  # a batch of permutations: element by element
+        return None
+    return args, {"axis": axis + len(batch_shape), "lead": lead + len(batch_shape)}
+
+
+def _take_along(t: np.ndarray, perm: np.ndarray, axis: int, lead: int = 0) -> np.ndarray:
+    return np.take_along_axis(t, perm.reshape((1,) * lead + perm.shape), axis)
+
+
+def _put_along(t: np.ndarray, perm: np.ndarray, axis: int, lead: int = 0) -> np.ndarray:
     out = np.empty_like(t)
-    np.put_along_axis(out, perm, t, axis)  # a permutation: every entry written once
+    # a permutation: every entry written once (broadcast along the batch axes)
+    np.put_along_axis(out, np.broadcast_to(perm.reshape((1,) * lead + perm.shape), t.shape), t, axis)
     return out
 
 
@@ -1108,10 +1163,12 @@ def _same_shape(a: Shape, *rest: Shape, **_: Any) -> tuple[Shape]:
 register_operator(Operator("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"), _same_shape,
                            _zero_jvp, _zero_vjp,
                            lambda a, axis: math.prod(a) * max(1, math.ceil(math.log2(max(a[axis], 2))))))
-register_operator(Operator("take_along", lambda t, perm, axis: np.take_along_axis(t, perm, axis), _same_shape,
-                           _permutation_jvp("take_along"), _permutation_vjp("put_along"), _no_flops))
+register_operator(Operator("take_along", _take_along, _same_shape,
+                           _permutation_jvp("take_along"), _permutation_vjp("put_along"), _no_flops,
+                           batch=_permutation_batch))
 register_operator(Operator("put_along", _put_along, _same_shape,
-                           _permutation_jvp("put_along"), _permutation_vjp("take_along"), _no_flops))
+                           _permutation_jvp("put_along"), _permutation_vjp("take_along"), _no_flops,
+                           batch=_permutation_batch))
 
 
 # ---------------------------------------------------------------------------- products

@@ -407,11 +407,17 @@ def contraction_path(subscripts: str, shapes: tuple[Shape, ...]) -> tuple[tuple[
     strategies = ["optimal"] if n <= 2 else (["optimal", "dp", "greedy"] if n <= 4 else ["dp", "greedy"])
     best: tuple[int, int, Any] | None = None
     for strategy in strategies:
-        path, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=strategy)
+        try:
+            path, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=strategy)
+        except RuntimeError:  # "dp" finds no path when an extent is zero
+            continue
         key = (int(info.opt_cost), int(info.largest_intermediate), path)
         if best is None or key[:2] < best[:2]:
             best = key
-    assert best is not None
+    if best is None:
+        if not any(0 in shape for shape in shapes):
+            raise RuntimeError(f"opt_einsum found no contraction path for {subscripts!r} on shapes {shapes}")
+        return tuple((0, 1) for _ in range(n - 1)), 0  # nothing to compute: any order, no FLOPs
     return tuple(tuple(step) for step in best[2]), best[0]
 
 

@@ -11,9 +11,9 @@ instead of a :class:`~jacacc.tensor.factor.Factor`.
 Elimination never multiplies through such an edge: the vertices next to a
 linear map are left out of the elimination order, and the graph left over is
 accumulated by sweeps (:func:`accumulate_by_sweeps`): one pullback sweep per
-output element (one for a scalar function) or one pushforward sweep per input
-element, whichever are fewer, each vertex's cotangents summed before they are
-pulled back once.  :func:`chain` and :func:`add_partials` still accept maps —
+output carrying all its cotangents as a batch (the identity seed; one row for a
+scalar function) or one pushforward sweep per input, whichever side is smaller,
+each vertex's Jacobian summed before it is pulled back once.  :func:`chain` and :func:`add_partials` still accept maps —
 the heuristics price candidate eliminations through them (a composition costs
 0: it is applied, and priced in the derivative expression's FLOPs, by the
 sweeps).  A sum of factors stays a
@@ -32,19 +32,15 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import math
 
-import numpy as np
+from jacacc.tensor.batching import batched
+from jacacc.tensor.expr import Tensor, einsum, symbol, var, zeros
+from jacacc.tensor.factor import Factor, FactorSum, add_factors, materialize, product_of
 
-from jacacc.errors import UnsupportedOperationError
-from jacacc.tensor.expr import Tensor, add, const, einsum, symbol, zeros
-from jacacc.tensor.factor import Factor, FactorSum, add_factors, materialize, product, product_of
-
-__all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed", "UNROLL_LIMIT",
+__all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed",
            "accumulate_by_sweeps", "add_partials", "chain"]
-
-#: Most sweeps :func:`accumulate_by_sweeps` builds to write a Jacobian out.
-UNROLL_LIMIT = 4096
 
 Shape = tuple[int, ...]
 
@@ -53,15 +49,39 @@ def _letters(n: int, start: int = 0) -> str:
     return "".join(symbol(k) for k in range(start, start + n))
 
 
-def _sum(x: Tensor | None, y: Tensor | None) -> Tensor | None:
+Jacobian = Factor | FactorSum
+
+
+def _plus(x: Jacobian | None, y: Jacobian | None) -> Jacobian | None:
     if x is None:
         return y
-    return x if y is None else add(x, y)
+    return x if y is None else add_factors(x, y)[0]
+
+
+def _jacobian(tensor: Tensor, batch_shape: Shape, shape: Shape, reverse: bool) -> Factor:
+    """A tensor of shape ``batch_shape + shape`` as the factor ∂start/∂v (``reverse``: the
+    batch axes are ``start``'s, its ``out``) or ∂v/∂start (the batch axes its ``inp``)."""
+    b, v = _letters(len(batch_shape)), _letters(len(shape), len(batch_shape))
+    if reverse:
+        return Factor.from_letters(tensor, b + v, b, v, batch_shape, shape)
+    return Factor.from_letters(tensor, b + v, v, b, shape, batch_shape)
+
+
+def _batch_first(jac: Jacobian, batch_shape: Shape, reverse: bool) -> Tensor:
+    """A sweep's Jacobian written out with the batch axes in front (the seeds' axes)."""
+    dense = materialize(jac)
+    if reverse:
+        return dense
+    nv = dense.ndim - len(batch_shape)
+    letters = _letters(dense.ndim)
+    return einsum(f"{letters}->{letters[nv:]}{letters[:nv]}", dense)
 
 
 class LinearPartial:
-    """A partial ∂v/∂u given by its action: ``pushforward`` (tangent of u → tangent
-    of v) and ``pullback`` (cotangent of v → cotangent of u); ``None`` is zero."""
+    """A partial ∂v/∂u given by its action on a sweep's Jacobian (a factor; ``None`` is zero):
+    ``pushforward`` takes ∂u/∂start to ∂v/∂start, ``pullback`` takes ∂start/∂v to ∂start/∂u.
+    The axes of ``start`` (the seeds) are a batch that general functions carry along
+    (:mod:`jacacc.tensor.batching`)."""
 
     out_shape: Shape
     inp_shape: Shape
@@ -77,10 +97,10 @@ class LinearPartial:
 
     is_zero = False
 
-    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
+    def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
         raise NotImplementedError
 
-    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
+    def pullback(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
         raise NotImplementedError
 
     def layout(self) -> str:
@@ -90,9 +110,17 @@ class LinearPartial:
         return f"{type(self).__name__}({self.layout()})"
 
 
+_PLACEHOLDERS = itertools.count()
+
+
+def _placeholder(shape: Shape) -> Tensor:
+    """A fresh variable standing for a batch of tangents or cotangents while a rule is built."""
+    return var(f"<sweep seed {next(_PLACEHOLDERS)}>", shape)
+
+
 class OperatorPartial(LinearPartial):
     """∂(output ``node``)/∂(argument ``k``) of a general function: its operator's
-    declared ``jvp`` and ``vjp`` (:class:`~jacacc.tensor.operators.Operator`)."""
+    declared ``jvp`` and ``vjp`` (:class:`~jacacc.tensor.operators.Operator`), batched."""
 
     def __init__(self, node: Tensor, k: int) -> None:
         from jacacc.tensor.operators import get_operator, outputs_of
@@ -104,44 +132,48 @@ class OperatorPartial(LinearPartial):
         self.outputs = outputs_of(node)
         self.out_shape, self.inp_shape = node.shape, node.args[k].shape
 
-    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
-        if tangent is None:
+    def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        if jac is None:
             return None
-        tangents = [None] * len(self.node.args)
+        tangent = _placeholder(self.inp_shape)
+        tangents: list[Tensor | None] = [None] * len(self.node.args)
         tangents[self.k] = tangent
-        return self.operator.jvp(self.outputs, self.node.args, tuple(tangents), **self.options)[self.index]
+        pushed = self.operator.jvp(self.outputs, self.node.args, tuple(tangents), **self.options)[self.index]
+        if pushed is None:
+            return None
+        (b,) = batched([pushed], {tangent: _batch_first(jac, batch_shape, False)}, batch_shape)
+        return _jacobian(b, batch_shape, self.out_shape, False)
 
-    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        return None if cotangent is None else self.joint_pullback({self.index: cotangent})
+    def pullback(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return None if jac is None else self.joint_pullback({self.index: jac}, batch_shape)
 
-    def joint_pullback(self, cotangents: dict[int, Tensor]) -> Tensor | None:
-        """Argument ``k``'s cotangent from the cotangents of several outputs of the
-        application (output index → cotangent), through one call of the ``vjp``."""
-        given = tuple(cotangents.get(i) for i in range(len(self.outputs)))
-        return self.operator.vjp(self.outputs, self.node.args, given, **self.options)[self.k]
+    def joint_pullback(self, jacobians: dict[int, Jacobian], batch_shape: Shape) -> Jacobian | None:
+        """Argument ``k``'s pullback from those of several outputs of the application
+        (output index → ∂start/∂output), through one call of the ``vjp``."""
+        seeds = {i: _placeholder(self.outputs[i].shape) for i in jacobians}
+        given = tuple(seeds.get(i) for i in range(len(self.outputs)))
+        pulled = self.operator.vjp(self.outputs, self.node.args, given, **self.options)[self.k]
+        if pulled is None:
+            return None
+        bound = {seeds[i]: _batch_first(jac, batch_shape, True) for i, jac in jacobians.items()}
+        (b,) = batched([pulled], bound, batch_shape)
+        return _jacobian(b, batch_shape, self.inp_shape, True)
 
 
 class FactorMap(LinearPartial):
-    """A :class:`~jacacc.tensor.factor.Factor` seen as a linear map (its δs stay symbolic)."""
+    """A :class:`~jacacc.tensor.factor.Factor` (or a sum of them) seen as a linear map:
+    applied by the chain rule's product, its δs kept symbolic."""
 
-    def __init__(self, factor: Factor) -> None:
+    def __init__(self, factor: Factor | FactorSum) -> None:
         self.factor = factor
         shape = factor.shape
         self.out_shape, self.inp_shape = shape[: len(factor.out)], shape[len(factor.out):]
 
-    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
-        if tangent is None or self.factor.is_zero:
-            return None
-        letters = _letters(len(self.inp_shape))
-        column = Factor.from_letters(tangent, letters, letters, "", self.inp_shape, ())
-        return materialize(product(self.factor, column)[0])
+    def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return None if jac is None or self.factor.is_zero else product_of(self.factor, jac)[0]
 
-    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        if cotangent is None or self.factor.is_zero:
-            return None
-        letters = _letters(len(self.out_shape))
-        row = Factor.from_letters(cotangent, letters, "", letters, (), self.out_shape)
-        return materialize(product(row, self.factor)[0])
+    def pullback(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return None if jac is None or self.factor.is_zero else product_of(jac, self.factor)[0]
 
 
 class Composed(LinearPartial):
@@ -151,11 +183,11 @@ class Composed(LinearPartial):
         self.left, self.right = left, right
         self.out_shape, self.inp_shape = left.out_shape, right.inp_shape
 
-    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
-        return self.left.pushforward(self.right.pushforward(tangent))
+    def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return self.left.pushforward(self.right.pushforward(jac, batch_shape), batch_shape)
 
-    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        return self.right.pullback(self.left.pullback(cotangent))
+    def pullback(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return self.right.pullback(self.left.pullback(jac, batch_shape), batch_shape)
 
 
 class Summed(LinearPartial):
@@ -165,11 +197,11 @@ class Summed(LinearPartial):
         self.a, self.b = a, b
         self.out_shape, self.inp_shape = a.out_shape, a.inp_shape
 
-    def pushforward(self, tangent: Tensor | None) -> Tensor | None:
-        return _sum(self.a.pushforward(tangent), self.b.pushforward(tangent))
+    def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return _plus(self.a.pushforward(jac, batch_shape), self.b.pushforward(jac, batch_shape))
 
-    def pullback(self, cotangent: Tensor | None) -> Tensor | None:
-        return _sum(self.a.pullback(cotangent), self.b.pullback(cotangent))
+    def pullback(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
+        return _plus(self.a.pullback(jac, batch_shape), self.b.pullback(jac, batch_shape))
 
 
 Partial = Factor | FactorSum | LinearPartial
@@ -178,11 +210,6 @@ Partial = Factor | FactorSum | LinearPartial
 def _as_map(p: Partial) -> LinearPartial:
     if isinstance(p, LinearPartial):
         return p
-    if isinstance(p, FactorSum):
-        total: LinearPartial = FactorMap(p.terms[0])
-        for t in p.terms[1:]:
-            total = Summed(total, FactorMap(t))
-        return total
     return FactorMap(p)
 
 
@@ -206,12 +233,6 @@ def add_partials(old: Partial, new: Partial) -> tuple[Partial, int]:
     return Summed(_as_map(old), _as_map(new)), 0
 
 
-def _one_hot(shape: Shape, flat: int) -> Tensor:
-    e = np.zeros(math.prod(shape))
-    e[flat] = 1.0
-    return const(e.reshape(shape))
-
-
 # ---------------------------------------------------------------------------- sweeps over operator edges
 def _shapes(p: Partial) -> tuple[Shape, Shape]:
     """(shape of the edge's head, shape of its tail) of a partial ∂head/∂tail."""
@@ -220,21 +241,26 @@ def _shapes(p: Partial) -> tuple[Shape, Shape]:
     return p.shape[: len(p.out)], p.shape[len(p.out):]  # a FactorSum's out: its first term's
 
 
-def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: list, order: list) -> dict[tuple, Factor]:
+def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: list, order: list) -> dict[tuple, Jacobian]:
     """∂output/∂input for every pair, from a graph whose edges carry factors and linear
-    maps, by reverse sweeps (one per output element) or forward sweeps (one per input
-    element), whichever are fewer — reverse-mode accumulation over the DAG, each
-    vertex's cotangents summed before they are pulled back once, so the work is
-    linear in the graph per sweep (composing the maps edge by edge instead would
-    enumerate paths).
+    maps, by one batched reverse sweep per output (seeded with the identity on its
+    axes: all its cotangents at once) or one batched forward sweep per input, whichever
+    side has fewer elements — reverse-mode accumulation over the DAG, each vertex's
+    Jacobian summed before it is pulled back once, so the work is linear in the graph
+    per sweep (composing the maps edge by edge instead would enumerate paths), and
+    the result is never assembled from one-hot pieces.
 
-    ``order`` is a topological order of the vertices; the results are written-out
-    factors (all axes stored).
+    A sweep's Jacobians are factors: across the factors' edges the chain rule's
+    products keep their δs (the identity seed through diagonals stays a diagonal);
+    a general function writes its argument out and applies its derivative to the
+    whole batch (:mod:`jacacc.tensor.batching`).  ``order`` is a topological order of
+    the vertices.
 
     Raises
     ------
     UnsupportedOperationError
-        When both sides need more than :data:`UNROLL_LIMIT` sweeps.
+        A general function without a batching rule on the way, and more than
+        :data:`~jacacc.tensor.batching.UNROLL_LIMIT` seeds.
     """
     shape: dict = {}
     preds: dict = {}
@@ -245,69 +271,53 @@ def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: 
         succs.setdefault(u, []).append(v)
     out_size = sum(math.prod(shape.get(o, ())) for o in outputs)
     in_size = sum(math.prod(shape.get(i, ())) for i in inputs)
-    if min(out_size, in_size) > UNROLL_LIMIT:
-        raise UnsupportedOperationError(
-            f"writing out a Jacobian with {out_size} outputs and {in_size} inputs through a general function "
-            f"(a linear-algebra operator) takes min({out_size}, {in_size}) applications of its derivative, more "
-            f"than {UNROLL_LIMIT}; use vjp or jvp, or a scalar function")
     reverse = out_size <= in_size
-    result: dict[tuple, Factor] = {}
+    result: dict[tuple, Jacobian] = {}
     for start in (outputs if reverse else inputs):
         if start not in shape:
             continue
-        ends = inputs if reverse else outputs
         side = shape[start]
-        columns: dict = {e: [] for e in ends}
-        for flat in range(math.prod(side)):
-            seed = const(1.0) if not side else _one_hot(side, flat)
-            reached = _sweep(partials, preds if reverse else succs, order if not reverse else order[::-1],
-                             start, seed, reverse)
-            for e in ends:
-                columns[e].append((seed, reached.get(e)))
-        for e in ends:
+        letters = _letters(len(side))
+        seed = Factor.from_letters(None, "", letters, letters, side, side)  # the identity: every seed at once
+        reached = _sweep(partials, preds if reverse else succs, order[::-1] if reverse else order,
+                         start, seed, side, reverse)
+        for e in (inputs if reverse else outputs):
             if e not in shape:
                 continue
-            pair = (e, start) if reverse else (start, e)
-            result[pair] = _assembled(columns[e], shape[pair[1]], shape[pair[0]], reverse)
+            jac = reached.get(e)
+            if jac is None:
+                out_shape, inp_shape = (side, shape[e]) if reverse else (shape[e], side)
+                out_l, inp_l = _letters(len(out_shape)), _letters(len(inp_shape), len(out_shape))
+                jac = Factor.from_letters(zeros(out_shape + inp_shape), out_l + inp_l, out_l, inp_l,
+                                          out_shape, inp_shape)
+            result[(e, start) if reverse else (start, e)] = jac
     return result
 
 
-def _sweep(partials: dict, neighbours: dict, order: list, start, seed: Tensor, reverse: bool) -> dict:
-    """Cotangents (``reverse``) or tangents reached from ``start`` seeded with ``seed``.
+def _sweep(partials: dict, neighbours: dict, order: list, start, seed: Factor, batch_shape: Shape,
+           reverse: bool) -> dict:
+    """The Jacobians ∂start/∂v (``reverse``) or ∂v/∂start reached from ``start``.
 
-    In a reverse sweep the cotangents of all outputs of one operator application
+    In a reverse sweep the Jacobians of all outputs of one operator application
     (gelqf's Q and L) are pulled back through its ``vjp`` together, once, when the
     sweep reaches the argument: calling it per output would repeat the shared work.
     """
-    value = {start: seed}
-    # argument vertex -> (application's outputs, argument position) -> (a partial, {output index: cotangent})
+    value: dict = {start: seed}
+    # argument vertex -> (application's outputs, argument position) -> (a partial, {output index: Jacobian})
     pending: dict = {}
     for v in order:
-        for p, cotangents in pending.pop(v, {}).values():
-            value[v] = _sum(value.get(v), p.joint_pullback(cotangents))
-        x = value.get(v)
-        if x is None:
+        for p, jacobians in pending.pop(v, {}).values():
+            value[v] = _plus(value.get(v), p.joint_pullback(jacobians, batch_shape))
+        jac = value.get(v)
+        if jac is None:
             continue
         for w in neighbours.get(v, ()):
             p = partials[(w, v)] if reverse else partials[(v, w)]
             if reverse and isinstance(p, OperatorPartial):
                 key = (tuple(id(o) for o in p.outputs), p.k)  # the partial held below keeps the ids live
-                _, cotangents = pending.setdefault(w, {}).setdefault(key, (p, {}))
-                cotangents[p.index] = _sum(cotangents.get(p.index), x)
+                _, jacobians = pending.setdefault(w, {}).setdefault(key, (p, {}))
+                jacobians[p.index] = _plus(jacobians.get(p.index), jac)
                 continue
             m = _as_map(p)
-            value[w] = _sum(value.get(w), m.pullback(x) if reverse else m.pushforward(x))
+            value[w] = _plus(value.get(w), m.pullback(jac, batch_shape) if reverse else m.pushforward(jac, batch_shape))
     return value
-
-
-def _assembled(columns: list, out_shape: Shape, inp_shape: Shape, reverse: bool) -> Factor:
-    """The partial ∂out/∂inp from one sweep per seed element: Σ seed ⊗ reached."""
-    out_l, inp_l = _letters(len(out_shape)), _letters(len(inp_shape), len(out_shape))
-    if reverse and not out_shape or not reverse and not inp_shape:
-        (_, reached), = columns
-        tensor = zeros(out_shape + inp_shape) if reached is None else reached
-    else:
-        terms = [einsum(f"{out_l},{inp_l}->{out_l}{inp_l}", *((seed, r) if reverse else (r, seed)))
-                 for seed, r in columns if r is not None]
-        tensor = add(*terms) if terms else zeros(out_shape + inp_shape)
-    return Factor.from_letters(tensor, out_l + inp_l, out_l, inp_l, out_shape, inp_shape)

@@ -72,6 +72,13 @@ class Operator:
         ``(argument position, keyword)`` pairs: ``forward(..., keyword=True)``
         may overwrite that argument's memory with its result (LAPACK works in
         place).  The evaluator passes it when nothing reads the argument later.
+    batch : callable or None
+        The batching rule (:mod:`jacacc.tensor.batching`):
+        ``batch(batch_shape, args, batched, **options)`` → ``(args, options)``
+        applying the same operator to arguments of which those flagged in
+        ``batched`` carry leading ``batch_shape`` axes, giving outputs with
+        those axes in front — or ``None`` where it cannot.  Without one, a
+        batch is applied element by element.
     """
 
     name: str
@@ -81,6 +88,7 @@ class Operator:
     vjp: Callable[..., tuple[Tensor | None, ...]]
     flops: Callable[..., int]
     in_place: tuple[tuple[int, str], ...] = ()
+    batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
 
 
 def register_operator(operator: Operator) -> None:
