@@ -15,6 +15,10 @@ compute the Hessian of
   cross-entropy output, loss Σ_s [log Σ_c exp(z_cs) − Σ_c Y_cs z_cs] on a
   batch of n samples (Y one-hot over n classes), w.r.t. the first layer's
   weight matrix,
+* the vectorized **Rosenbrock** function Σ_i 100(x_{i+1} − x_i²)² + (1 − x_i)²,
+  written with slices ``x[1:]``, ``x[:-1]`` (general functions in jacacc.tensor:
+  its Hessian is written out by one batched sweep, n² work for the dense
+  tridiagonal result, no n³ step; listed last as well),
 
 for a geometric range of n.  Methods, per quantity (function value, gradient,
 Hessian):
@@ -102,7 +106,7 @@ from jacacc.bench import time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_hessians"
-PROBLEMS = ("logistic_regression", "matrix_factorization", "neural_net", "logistic_regression_l2")
+PROBLEMS = ("logistic_regression", "matrix_factorization", "neural_net", "logistic_regression_l2", "rosenbrock")
 SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 QUICK_SIZES = (8, 16)
 K = 5  # matrix factorization rank
@@ -121,6 +125,7 @@ EXPONENTS = {
     "matrix_factorization": {"value": 2, "gradient": 2, "hessian": 3},
     "neural_net": {"value": 3, "gradient": 3, "hessian": 5},
     "logistic_regression_l2": {"value": 2, "gradient": 2, "hessian": 3},
+    "rosenbrock": {"value": 1, "gradient": 1, "hessian": 2},  # the dense Hessian: n² entries, no n³ step
 }
 MIN_SAMPLE_S = 0.02  # calls faster than this are looped for this long per sample
 
@@ -187,6 +192,15 @@ def neural_net(ops: Ops) -> Callable:
     return neural_net
 
 
+def rosenbrock(ops: Ops) -> Callable:
+    """The vectorized Rosenbrock function (slices of x: general functions in jacacc.tensor)."""
+
+    def rosenbrock(x):
+        return ops.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    return rosenbrock
+
+
 def make_arguments(problem: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """Dense random data (float64) for ``problem`` at size n; the first argument is differentiated."""
     if problem in ("logistic_regression", "logistic_regression_l2"):
@@ -202,11 +216,13 @@ def make_arguments(problem: str, n: int, rng: np.random.Generator) -> tuple[np.n
         X = rng.standard_normal((n, n))
         Y = np.eye(n)[:, rng.integers(0, n, n)]
         return (*weights, X, Y)
+    if problem == "rosenbrock":
+        return (rng.uniform(-1.5, 1.5, n),)
     raise ValueError(f"unknown problem {problem!r}; valid: {', '.join(PROBLEMS)}")
 
 
 FUNCTIONS = {"logistic_regression": logistic_regression, "matrix_factorization": matrix_factorization,
-             "neural_net": neural_net, "logistic_regression_l2": logistic_regression_l2}
+             "neural_net": neural_net, "logistic_regression_l2": logistic_regression_l2, "rosenbrock": rosenbrock}
 
 
 # --------------------------------------------------------------------------- closed forms (NumPy)
@@ -237,6 +253,26 @@ def logistic_l2_hessian(w, X, y):
     return H
 
 
+def rosenbrock_gradient(x):
+    """∂f/∂x_i = −400 x_i (x_{i+1} − x_i²) − 2(1 − x_i) + 200 (x_i − x_{i−1}²), each term where it exists."""
+    g = np.zeros_like(x)
+    r = x[1:] - x[:-1] ** 2
+    g[:-1] += -400.0 * x[:-1] * r - 2.0 * (1.0 - x[:-1])
+    g[1:] += 200.0 * r
+    return g
+
+
+def rosenbrock_hessian(x):
+    """The tridiagonal Hessian: diagonal 1200x_i² − 400x_{i+1} + 2 (+200 from the term before), off −400x_i."""
+    n = x.size
+    H = np.zeros((n, n))
+    i = np.arange(n - 1)
+    H[i, i] += 1200.0 * x[:-1] ** 2 - 400.0 * x[1:] + 2.0
+    H[i + 1, i + 1] += 200.0
+    H[i, i + 1] = H[i + 1, i] = -400.0 * x[:-1]
+    return H
+
+
 def mf_gradient(U, V, T, Omega):
     """∇_U f = −2 (Ω² ⊙ (T − UVᵀ)) V."""
     return -2.0 * ((Omega * Omega) * (T - U @ V.T)) @ V
@@ -263,6 +299,7 @@ CLOSED_FORMS: dict[str, dict[str, Callable]] = {
                              "hessian_compressed": mf_hessian_blocks},
     "neural_net": {},
     "logistic_regression_l2": {"gradient": logistic_l2_gradient, "hessian": logistic_l2_hessian},
+    "rosenbrock": {"gradient": rosenbrock_gradient, "hessian": rosenbrock_hessian},
 }
 
 
@@ -655,7 +692,8 @@ COLORS = {"jacacc-reverse": "tab:blue", "jacacc-cross_country": "tab:green", "ja
           "jacacc-compressed": "tab:olive", "jacacc": "tab:green", "jax": "tab:red", "torch": "tab:orange",
           "closed_form": "black", "closed_form_compressed": "gray", "numpy": "black"}
 TITLES = {"logistic_regression": "logistic regression", "matrix_factorization": "matrix factorization",
-          "neural_net": "neural net (first layer)", "logistic_regression_l2": "logistic regression + L2"}
+          "neural_net": "neural net (first layer)", "logistic_regression_l2": "logistic regression + L2",
+          "rosenbrock": "Rosenbrock"}
 
 
 def plot_tensor_hessians(record: dict, path: str | os.PathLike | None = None, quantity: str = "hessian"):
