@@ -36,6 +36,7 @@ from jacacc.tensor.expr import (
     node_flops,
     nodes_of,
 )
+from jacacc.tensor.straightline import compile_program
 
 __all__ = ["Contraction", "Program", "array_module"]
 
@@ -338,7 +339,7 @@ class Program:
             elif n.kind == "unary":
                 read.update(args)
                 name, p = n.param
-                self._steps.append((k, "unary", (UNARY[name], p), args, free))
+                self._steps.append((k, "unary", (UNARY[name], p, name), args, free))
             elif n.kind == "op":
                 read.update(args)
                 name, options, index = n.param
@@ -353,6 +354,7 @@ class Program:
         # an output that is a constant (a Hessian of w @ w at small n folds to one) is handed out
         # as a copy: the program's own array would let a caller's write change later calls
         self._copied_outputs = {k for k in self._output_slots if k in self._constants}
+        self._straight_line: Any = None  # compiled on the first NumPy call
 
     @staticmethod
     def _diagonals(expansion: Any, shape: tuple[int, ...]) -> _Diagonals:
@@ -429,7 +431,15 @@ class Program:
     def __call__(self, *arrays: Any) -> list[Any]:
         if len(arrays) != len(self.inputs):
             raise TypeError(f"the program takes {len(self.inputs)} arrays, got {len(arrays)}")
-        xp = array_module(arrays)
+        if all(type(a) is np.ndarray for a in arrays) or array_module(arrays) is np:
+            if self._straight_line is None:
+                self._straight_line = compile_program(self)
+            return self._straight_line(*arrays)
+        return self.interpret(array_module(arrays), arrays)
+
+    def interpret(self, xp: Any, arrays: Sequence[Any]) -> list[Any]:
+        """The steps run one by one on the arrays of ``xp`` (NumPy or CuPy): what the
+        straight-line function (:mod:`jacacc.tensor.straightline`) does on NumPy."""
         values: dict[int, Any] = dict(self._constants_for(xp))
         groups: dict[tuple, tuple] = {}  # operator applications computed so far (all their outputs)
         for slot, a, x in zip(self._input_slots, arrays, self.inputs, strict=True):
@@ -447,7 +457,7 @@ class Program:
                     if core is not None else None
                 values[k] = _scatter(xp, shape, self.dtype, diagonals, core_value)
             elif kind == "unary":
-                fn, p = op
+                fn, p, _ = op
                 values[k] = fn(xp, *(values[a] for a in args), p)
             elif kind == "op":
                 values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)

@@ -1,0 +1,289 @@
+"""A planned :class:`~jacacc.tensor.evaluate.Program` as straight-line Python: no interpreter per call.
+
+The evaluator's loop dispatches each step through a dictionary of values, a
+``kind`` test and a tuple unpack, and each planned einsum through its own
+loop over pairwise steps; for a small derivative (a gradient of 16
+parameters: six steps of a few hundred FLOPs) that bookkeeping, not NumPy,
+was most of the ~20 µs a call took.  :func:`compile_program` writes the same
+steps once as the source of one Python function — every value a local
+variable, every pairwise contraction the NumPy call it runs (a ``@`` of
+reshaped operands, a broadcast ``*``, an ``einsum`` with literal
+subscripts), every running sum's ownership decided while generating (it only
+depends on the order of the steps), every intermediate deleted after its
+last use — and compiles it with :func:`compile`.  What is not worth
+inlining (a δ scatter, a general function, an elementwise function of the
+operation table) is called through a name bound in the function's globals.
+
+NumPy only: CuPy arrays go through the interpreter
+(:meth:`~jacacc.tensor.evaluate.Program.__call__`), which the straight-line
+function reproduces step for step.
+
+Examples
+--------
+>>> from jacacc.tensor.evaluate import Program
+>>> from jacacc.tensor.expr import einsum, unary, var
+>>> x, A = var("x", (3,)), var("A", (2, 3))
+>>> program = Program([unary("exp", einsum("ij,j->i", A, x))], [x, A])
+>>> run = compile_program(program)
+>>> np.allclose(run(np.ones(3), np.ones((2, 3)))[0], np.exp(3.0))
+True
+>>> print(run.source.splitlines()[0])
+def straight_line(a0, a1):
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jacacc import ops
+
+__all__ = ["compile_program"]
+
+
+class _Source:
+    """Lines of the function being written, and the objects its globals bind."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"np": np}
+        self.constants: set[str] = set()
+        self._temporaries = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def bind(self, prefix: str, value: Any) -> str:
+        """A global name for ``value`` (an object the source calls or reads)."""
+        name = f"{prefix}{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def constant(self, value: Any) -> str:
+        """A global name for a constant array (a name the contractions may fold into)."""
+        name = self.bind("c", value)
+        self.constants.add(name)
+        return name
+
+    def temporary(self) -> str:
+        self._temporaries += 1
+        return f"t{self._temporaries}"
+
+    @staticmethod
+    def is_temporary(name: str) -> bool:
+        return name.startswith("t") and name[1:].isdigit()
+
+
+def _shape_of(letters: str, extent: dict[str, int]) -> tuple[int, ...]:
+    return tuple(extent[c] for c in letters)
+
+
+def _contraction(src: _Source, contraction: Any, operands: list[str], target: str) -> None:
+    """The source of one planned einsum (:class:`~jacacc.tensor.evaluate.Contraction`) on the
+    named operands, its result assigned to ``target``.  Mirrors ``Contraction.__call__``;
+    each pairwise step's temporary is deleted once the next step has read it."""
+    extent = contraction._extent
+    stack = list(operands)
+    letters = list(contraction.subscripts.split("->")[0].split(","))
+    last = len(contraction._steps) - 1
+    for step, ((positions, kind, how), entry) in enumerate(zip(contraction._steps, contraction.contraction_list,
+                                                                 strict=True)):
+        taken = [stack.pop(p) for p in positions]
+        taken_letters = [letters.pop(p) for p in positions]
+        out = entry[2].partition("->")[2]
+        name = target if step == last else src.temporary()
+        if kind == "multiply":
+            parts = []
+            for operand, term, (perm, shape) in zip(taken, taken_letters, how, strict=True):
+                if operand in src.constants:  # transposed and reshaped once, here
+                    value = src.env[operand]
+                    value = (value if perm is None else value.transpose(perm)).reshape(shape)
+                    parts.append(src.constant(value))
+                    continue
+                text = operand if perm is None else f"{operand}.transpose({perm!r})"
+                ordered = term if perm is None else "".join(term[p] for p in perm)
+                if _shape_of(ordered, extent) != shape:
+                    text = f"{text}.reshape({shape!r})"
+                parts.append(text)
+            src.line(f"{name} = {parts[0]} * {parts[1]}")
+        elif kind == "matmul":
+            pa, sa, pb, sb, shape, final = how
+            a, b = (_folded(operand, term, perm, matrix, extent)
+                    for operand, term, perm, matrix in zip(taken, taken_letters, (pa, pb), (sa, sb), strict=True))
+            text = f"({a} @ {b})"
+            if shape != (sa[0], sb[1]):
+                text = f"{text}.reshape({shape!r})"
+            if final is not None:
+                text = f"{text}.transpose({final!r})"
+            src.line(f"{name} = {text}")
+        else:
+            src.line(f"{name} = np.einsum({how!r}, {', '.join(taken)})")
+        for operand in dict.fromkeys(taken):
+            if src.is_temporary(operand):
+                src.line(f"del {operand}")
+        stack.append(name)
+        letters.append(out)
+    if last < 0:  # nothing to contract: the one operand as it is
+        src.line(f"{target} = {stack[0]}")
+
+
+def _folded(operand: str, term: str, perm: tuple[int, ...] | None, matrix: tuple[int, int],
+            extent: dict[str, int]) -> str:
+    """An operand of a matrix product: transposed, then reshaped to ``matrix`` unless it is one."""
+    text = operand if perm is None else f"{operand}.transpose({perm!r})"
+    ordered = term if perm is None else "".join(term[p] for p in perm)
+    return text if _shape_of(ordered, extent) == matrix else f"{text}.reshape({matrix!r})"
+
+
+def compile_program(program: Any) -> Callable[..., list[Any]]:
+    """The straight-line Python function evaluating ``program`` on NumPy arrays (see the
+    module docstring); its source is the ``source`` attribute."""
+    from jacacc.tensor.evaluate import _scatter, _scatter_add
+
+    src = _Source()
+    constants = {k: src.constant(v) for k, v in program._constants.items()}
+    defined: set[int] = set()
+    name_of: dict[int, str] = {}
+
+    def value(slot: int) -> str:
+        if slot in name_of:
+            return name_of[slot]
+        return constants.get(slot, "None")
+
+    def assign_name(slot: int) -> None:
+        name_of[slot] = f"v{slot}"
+        defined.add(slot)
+
+    def assign(slot: int, text: str) -> None:
+        src.line(f"v{slot} = {text}")
+        assign_name(slot)
+
+    shape_error = src.bind("shape_error", _shape_error)
+    for i, (slot, x) in enumerate(zip(program._input_slots, program.inputs, strict=True)):
+        src.line(f"if a{i}.shape != {x.shape!r}: {shape_error}({x.param!r}, a{i}.shape, {x.shape!r})")
+        if slot is not None:
+            name_of[slot] = f"a{i}"
+    dtype = src.bind("dtype", program.dtype)
+    owned: set[int] = set()
+    present: set[int] = set()  # running sums begun
+
+    def accumulate(k: int, term: str, term_owned: bool) -> None:
+        """Static :func:`~jacacc.tensor.evaluate._accumulate`: ownership is known here."""
+        if k not in present:
+            assign(k, term)
+            present.add(k)
+            if term_owned:
+                owned.add(k)
+        elif k in owned:
+            src.line(f"v{k} += {term}")
+        elif term_owned:
+            src.line(f"{term} += v{k}")
+            assign(k, term)
+            owned.add(k)
+        else:
+            assign(k, f"v{k} + {term}")
+            owned.add(k)
+
+    groups: dict[tuple, str] = {}
+    # outputs still to be taken per operator application: its tuple of results is deleted after the last
+    untaken: dict[tuple, int] = {}
+    for _, kind, op, _, _ in program._steps:
+        if kind == "op":
+            untaken[op[3]] = untaken.get(op[3], 0) + 1
+    for (k, kind, op, args, free), into in zip(program._steps, program._into, strict=True):
+        if kind == "einsum":
+            _contraction(src, op, [value(a) for a in args], f"v{k}")
+            assign_name(k)
+        elif kind == "scatter":
+            expansion, core, (shape, diagonals) = op
+            core_text = _core(src, core, [value(args[m]) for m in expansion.core_args])
+            assign(k, f"{src.bind('scatter', _scatter)}(np, {shape!r}, {dtype}, "
+                      f"{src.bind('diagonals', diagonals)}, {core_text})")
+            _drop(src, core_text)
+        elif kind == "unary":
+            assign(k, _elementwise(src, op[2], op[1], [value(a) for a in args]))
+        elif kind == "op":
+            operator, options, index, group = op
+            if group not in groups:
+                groups[group] = g = src.temporary()
+                src.line(f"{g} = {src.bind('op', operator.forward)}({', '.join(value(a) for a in args)}, "
+                         f"**{src.bind('options', options)})")
+                src.line(f"{g} = {g} if type({g}) is tuple else ({g},)")
+            assign(k, f"{groups[group]}[{index}]")
+            untaken[group] -= 1
+            if not untaken[group]:
+                src.line(f"del {groups[group]}")
+        else:
+            rest, scatters, shape = op
+            for a in rest:
+                accumulate(k, value(a), False)
+            for expansion, core, core_slots, diagonals in scatters:
+                core_text = _core(src, core, [value(core_slots[m]) for m in expansion.core_args])
+                d = src.bind("diagonals", diagonals)
+                if k not in present:
+                    assign(k, f"{src.bind('scatter', _scatter)}(np, {shape!r}, {dtype}, {d}, {core_text})")
+                    present.add(k)
+                    owned.add(k)
+                else:
+                    if k not in owned:
+                        assign(k, f"v{k}.copy()")
+                        owned.add(k)
+                    src.line(f"{src.bind('scatter_add', _scatter_add)}(np, v{k}, {d}, {core_text})")
+                _drop(src, core_text)
+            owned.discard(k)
+        for a in free:
+            if a in defined:
+                src.line(f"del v{a}")
+                defined.discard(a)
+                name_of.pop(a, None)
+        if into is not None:  # the only term of a sum, read by nothing else: added now and freed
+            total, term_owned = into
+            accumulate(total, f"v{k}", term_owned)
+            if name_of.get(k) == f"v{k}" and name_of.get(total) != f"v{k}":
+                src.line(f"del v{k}")
+                defined.discard(k)
+                name_of.pop(k, None)
+    outputs = [f"{value(s)}.copy()" if s in program._copied_outputs else value(s) for s in program._output_slots]
+    src.line(f"return [{', '.join(outputs)}]")
+    arguments = ", ".join(f"a{i}" for i in range(len(program.inputs)))
+    text = f"def straight_line({arguments}):\n" + "\n".join(src.lines) + "\n"
+    namespace = dict(src.env)
+    exec(compile(text, "<jacacc straight-line program>", "exec"), namespace)  # noqa: S102 - our own source
+    run = namespace["straight_line"]
+    run.source = text
+    return run
+
+
+def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) -> str:
+    """An elementwise function as source: the tensor level's ``pow`` and ``shift`` as
+    operators, the table's operations (:mod:`jacacc.ops`) by their NumPy callable."""
+    if name == "pow":
+        return f"{operands[0]} ** {p!r}"
+    if name == "shift":
+        return f"{operands[0]} + {p!r}"
+    return f"{src.bind('f', ops.get(name).function)}({', '.join(operands)})"
+
+
+def _drop(src: _Source, name: str) -> None:
+    """Delete a temporary once read (its array freed as the interpreter frees it)."""
+    if src.is_temporary(name):
+        src.line(f"del {name}")
+
+
+def _core(src: _Source, core: Any, operands: list[str]) -> str:
+    """The source computing a δ scatter's core (``None``: the core is 1)."""
+    from jacacc.tensor.evaluate import Contraction
+
+    if core is None:
+        return "None"
+    if isinstance(core, Contraction):
+        name = src.temporary()
+        _contraction(src, core, operands, name)
+        return name
+    return operands[0]  # the core is its one operand as it is
+
+
+def _shape_error(name: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
+    raise ValueError(f"argument {name!r} has shape {tuple(got)}, the program was built for {expected}")
