@@ -44,6 +44,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/frontend_sizes.py
 	$(PY) experiments/graph_scale.py
 	$(PY) experiments/tensor_hessians.py
+	$(PY) experiments/tensor_breadth.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py
 	$(PY) experiments/cheap_gradients.py

@@ -4,9 +4,10 @@ Replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->`
 with ``results/compare_methods.md``, the heuristic run-time summary and the
 figure links, and the block between ``<!-- tensor-results:start -->`` and
 ``<!-- tensor-results:end -->`` with the tensor-Hessian table (and likewise
-``linalg-results`` with paper 004's benchmark, ``iverson-results`` with paper
-001's cheap-gradient measurements), so the README shows what
-``make experiments`` last measured.
+``tensor-breadth`` with the breadth benchmark's tables, ``linalg-results``
+with paper 004's benchmark, ``iverson-results`` with paper 001's
+cheap-gradient measurements), so the README shows what ``make experiments``
+last measured.  ``--only NAME …`` rewrites just the named blocks.
 """
 
 from __future__ import annotations
@@ -99,6 +100,38 @@ def render_tensor(results_dir: str) -> str | None:
     ])
 
 
+BREADTH_START, BREADTH_END = "<!-- tensor-breadth:start -->", "<!-- tensor-breadth:end -->"
+
+
+def render_breadth(results_dir: str) -> str | None:
+    """The breadth-benchmark block (``tensor_breadth.py``'s record): per objective and size jacacc's
+    best time, the best peer's and their ratio for value, gradient and Hessian, then the geometric
+    mean and the worst ratio per quantity; None without a record."""
+    record = _record(results_dir, "tensor_breadth")
+    if record is None:
+        return None
+    from tensor_breadth import readme_table
+
+    params = record["parameters"]
+    load = params.get("load_average_before")
+    source = params.get("source") or {}
+    commit = source.get("commit")
+    tensor_changes = [p for p in source.get("jacacc_changed", []) if p.startswith("jacacc/tensor")]
+    measured = (f"jacacc at commit {commit[:7]}" + (f" with local changes to {', '.join(tensor_changes)}"
+                                                    if tensor_changes else "")) if commit else None
+    return "\n".join([
+        BREADTH_START,
+        _measured_by(record, "tensor_breadth") + (f"; {measured}" if measured else "") + "; float64, best of "
+        f"{params.get('repeats')} warm samples; ratio = jacacc's time / the best peer's (< 1: jacacc faster)"
+        + (f"; load average {load[0]:.2f} when it started" if load else "") + ".",
+        "",
+        readme_table(record),
+        "",
+        "![jacacc's speed relative to the best peer per objective](figures/tensor_breadth.png)",
+        BREADTH_END,
+    ])
+
+
 def render_linalg(results_dir: str) -> str | None:
     """The linear-algebra block (``linalg_benchmark.py``'s record): backward ratios to
     PyTorch and JAX per operator and n, and the sparse GP against GPyTorch; None without a record."""
@@ -154,19 +187,30 @@ def _replace(text: str, start: str, end: str, block: str) -> str:
     return head + block + tail
 
 
+# README block name -> (start marker, end marker, renderer); a renderer returns None without its record
+BLOCKS = {
+    "results": (START, END, render),
+    "tensor-results": (TENSOR_START, TENSOR_END, render_tensor),
+    "tensor-breadth": (BREADTH_START, BREADTH_END, render_breadth),
+    "linalg-results": (LINALG_START, LINALG_END, render_linalg),
+    "iverson-results": (IVERSON_START, IVERSON_END, render_iverson),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results")
     parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--only", nargs="+", choices=sorted(BLOCKS), metavar="NAME",
+                        help=f"rewrite only these blocks ({', '.join(BLOCKS)}; default all)")
     args = parser.parse_args(argv)
     with open(args.readme, encoding="utf-8") as fh:
         text = fh.read()
-    if START not in text or END not in text:
+    names = args.only or list(BLOCKS)
+    if "results" in names and (START not in text or END not in text):
         raise SystemExit(f"{args.readme} has no {START} … {END} block")
-    text = _replace(text, START, END, render(args.results))
-    for start, end, render_block in ((TENSOR_START, TENSOR_END, render_tensor),
-                                     (LINALG_START, LINALG_END, render_linalg),
-                                     (IVERSON_START, IVERSON_END, render_iverson)):
+    for name in names:
+        start, end, render_block = BLOCKS[name]
         block = render_block(args.results)
         if block is not None and start in text and end in text:
             text = _replace(text, start, end, block)
