@@ -1,10 +1,14 @@
 """Paper 004's four applications (experiments/linalg_examples.py) at small sizes: gradients against central
 differences, the sparse-GP bound relations, the two Bayesian-linear-regression routes, the Kalman filter against
-the dense Gaussian density, the quick CLI run's record and figure, and the notebook on that record."""
+the dense Gaussian density, the quick CLI run's record and figure, the notebook on that record, and the
+reproduction script paper_reproductions/004_differentiable_linalg.py (quick run)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,7 @@ pytest.importorskip("opt_einsum")
 pytest.importorskip("scipy")
 
 REPO = Path(__file__).resolve().parents[1]
+REPRODUCTION = REPO / "paper_reproductions" / "004_differentiable_linalg.py"
 RTOL = 1e-5  # central differences with h = 1e-6 agree to ~1e-8 on these problems
 
 
@@ -183,3 +188,23 @@ def test_quick_run_writes_a_valid_record_and_figure(run, ex):
 def test_notebook_executes(run, monkeypatch):
     out, _ = run
     execute_notebook("linalg_examples", out / "results", monkeypatch)
+
+
+# ---------------------------------------------------------------------------- the reproduction script
+def test_reproduction_script():
+    """paper_reproductions/004_differentiable_linalg.py passes its own asserts (QUICK=1: about 8 s).  A fresh
+    process, as the other reproductions: PyTorch's thread pool stays out of this one."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "QUICK": "1"}
+    done = subprocess.run([sys.executable, str(REPRODUCTION)], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "all paper 004 checks passed" in out
+    for claim in "bcde":
+        assert f"claim ({claim}) holds" in out, claim
+    for operator in ("potrf", "trsm(transpose=True, rightside=True)", "trmm(transpose=False, rightside=True)",
+                     "syrk(transpose=True)", "potri", "gelqf", "syevd"):
+        assert f"\n{operator} " in out, operator
+    assert "potrf's backward: 2 triangular solves, gelqf's: 1" in out
+    assert "PyTorch not installed" not in out
