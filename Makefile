@@ -26,7 +26,7 @@ demo: $(VENV)/.core-installed
 	$(PY) -m jacacc.demo
 
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto -m "not slow"
 
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m slow
