@@ -38,6 +38,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/structure_methods.py
 	$(PY) experiments/realize_expressions.py
 	$(PY) experiments/search_benchmark.py
+	$(PY) experiments/sweep_benchmark.py --dask
 	$(PY) experiments/dual_graph_figure.py
 	$(PY) experiments/kernel_benchmark.py
 	$(PY) experiments/elementwise_kernels.py

@@ -3,12 +3,15 @@
 
 Writes ``results/compare_methods.json`` (a jacacc record: machine, versions,
 seed), ``results/compare_methods.md`` (the tables the README shows, best per
-row in bold) and ``figures/compare_methods.png``.  Costs are counted by
-replaying each order (:func:`jacacc.eliminate.count_ops`), the same count the
-Schedule reports.
+row in bold) and ``figures/compare_methods.png``.  The comparison is one
+sweep (:mod:`jacacc.sweep`): problems × every (mode, method) pair, each cell's
+schedule costed and checked against the chain rule; the size limits below are
+the grid's ``limits``, so skipped cells are recorded with their reason.
 
     python experiments/compare_methods.py                 # default zoo, minutes
     python experiments/compare_methods.py --problems RoeFlux_1d chain_50 --out /tmp/r
+    python experiments/compare_methods.py --workers 2     # on local processes
+    python experiments/compare_methods.py --scheduler tcp://host:8786 --store runs/compare.sqlite
 """
 
 from __future__ import annotations
@@ -16,16 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections import defaultdict
 
 from jacacc import methods, modes, problems
-from jacacc.api import structural_lower_bound
 from jacacc.bench import write_record
-from jacacc.eliminate import count_ops
-from jacacc.errors import JacaccError
-from jacacc.orders import find_order
-from jacacc.progress import progress_bar
+from jacacc.progress import note
+from jacacc.sweep import read_records, run
+from jacacc.sweep.arguments import add_executor_arguments, executor_options, store_path
 
 # Random edge elimination can multiply the work by orders of magnitude on large
 # graphs (Griewank & Naumann's warning); above this many edges it is skipped
@@ -46,46 +46,46 @@ def default_problems() -> list[str]:
     ]
 
 
-def measure(problem_names: list[str], seed: int) -> list[dict]:
-    rows = []
-    exact_methods = {mode: set(methods(mode, exact=True)) for mode in modes()}
-    for name in progress_bar(problem_names, desc="compare_methods", unit="problem"):
-        graph = problems.get(name).graph()
-        size = {
-            "n_inputs": len(graph.inputs),
-            "n_intermediates": len(graph.intermediates),
-            "n_outputs": len(graph.outputs),
-            "n_edges": graph.n_edges,
-        }
-        faces = sum(len(graph.predecessors(j)) * len(graph.successors(j)) for j in graph.intermediates)
-        size["n_faces"] = faces
-        for mode in modes():
-            bound = structural_lower_bound(graph, mode)
-            for method in methods(mode):
-                row = {"problem": name, **size, "mode": mode, "method": method, "lower_bound": bound}
-                if mode == "edge" and method == "random" and graph.n_edges > RANDOM_EDGE_MAX_EDGES:
-                    rows.append({**row, "mults": None, "skipped": f"more than {RANDOM_EDGE_MAX_EDGES} edges"})
-                    continue
-                if method in exact_methods[mode] and faces > EXACT_MAX_FACES:
-                    rows.append({**row, "mults": None, "skipped": f"exact search; more than {EXACT_MAX_FACES} faces"})
-                    continue
-                if mode == "face" and method in FACE_SCAN_METHODS and faces > FACE_SCAN_MAX_FACES:
-                    rows.append({**row, "mults": None, "skipped": f"more than {FACE_SCAN_MAX_FACES} faces"})
-                    continue
-                start = time.perf_counter()
-                try:
-                    result = find_order(graph, mode, method, seed, {})
-                except JacaccError as exc:  # e.g. an exact method refusing a graph above its size limit
-                    rows.append({**row, "mults": None, "skipped": str(exc)})
-                    continue
-                seconds = time.perf_counter() - start
-                # structure strategies (D*, blocks, levels) build their own schedule
-                counted = result.schedule if result.schedule is not None else count_ops(graph, result.order, mode)
-                rows.append({
-                    **row, "mults": counted.mults, "adds": counted.adds, "fill_ins": counted.fill_ins,
-                    "seconds": seconds,
-                })
-    return rows
+def build_grid(problem_names: list[str], seed: int) -> dict:
+    """Every registered (mode, method) pair on every problem, with the size limits as the grid's limits."""
+    exact = sorted({m for mode in modes() for m in methods(mode, exact=True)})
+    return {
+        "name": "compare_methods",
+        "problems": problem_names,
+        "methods": [f"{mode}:{method}" for mode in modes() for method in methods(mode)],
+        "seeds": [seed],
+        "limits": [
+            {"modes": ["edge"], "methods": ["random"], "max_edges": RANDOM_EDGE_MAX_EDGES},
+            {"methods": exact, "max_faces": EXACT_MAX_FACES, "reason": "exact search"},
+            {"modes": ["face"], "methods": list(FACE_SCAN_METHODS), "max_faces": FACE_SCAN_MAX_FACES},
+        ],
+    }
+
+
+def to_row(record: dict) -> dict:
+    """A stored cell as the table's row: sizes, structural bound, and mults/adds/fill-ins or why not."""
+    result = record["result"] or {}
+    size = result.get("graph", {})
+    row = {"problem": record["problem"], "n_inputs": size.get("inputs"), "n_intermediates": size.get("intermediates"),
+           "n_outputs": size.get("outputs"), "n_edges": size.get("edges"), "n_faces": size.get("faces"),
+           "mode": record["mode"], "method": record["method"], "lower_bound": result.get("structural_lower_bound")}
+    if record["status"] == "ok":
+        return {**row, "mults": result["mults"], "adds": result["adds"], "fill_ins": result["fill_ins"],
+                "seconds": result["optimize_seconds"], "verified": result.get("verified")}
+    # skipped by a limit, or the method refused / failed (e.g. an exact method above its size limit)
+    return {**row, "mults": None, "skipped": result.get("skipped") or record["error"] or record["status"]}
+
+
+def measure(problem_names: list[str], seed: int, store: str | None = None, **executor) -> list[dict]:
+    """Run the comparison as one sweep (``executor``: ``workers``, ``scheduler``, ``cell_timeout``)."""
+    grid = build_grid(problem_names, seed)
+    with store_path(store, "compare_methods") as path:
+        run(grid, path, desc="compare_methods", **executor)
+        records = read_records(path, grid)
+    failed = [r for r in records if r["status"] in ("error", "timeout")]
+    for r in failed:
+        note(f"{r['problem']} {r['mode']}:{r['method']}: {r['status']}: {r['error']}")
+    return [to_row(r) for r in records]
 
 
 def best_per_row(rows: list[dict]) -> dict[tuple[str, str], int]:
@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results", help="directory for the JSON and markdown results")
     parser.add_argument("--figures", default="figures", help="directory for the figure")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure (no matplotlib needed)")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     names = args.problems if args.problems else default_problems()
-    rows = measure(names, args.seed)
+    rows = measure(names, args.seed, args.store, **executor_options(args))
     best = best_per_row(rows)
     record = write_record(
         os.path.join(args.out, "compare_methods.json"),

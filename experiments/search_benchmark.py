@@ -8,8 +8,15 @@ On the AlphaGrad functions of the zoo it compares markowitz, ``anneal`` and
 ``cpsat`` (vertex mode).  Writes ``results/search_benchmark.json`` (with the
 largest graph proven optimal per mode) and ``figures/search_benchmark.png``.
 
+The searches and the heuristics they are compared with are cells of sweeps
+(:mod:`jacacc.sweep`): one wave per random-DAG size over the modes still
+growing (the zoo rides along with the first), so ``--workers N`` or
+``--scheduler ADDRESS`` run the searches of a wave side by side;
+``--search-workers`` sets CP-SAT's own threads per search.
+
     python experiments/search_benchmark.py                        # minutes
     python experiments/search_benchmark.py --sizes 4 6 --time-limit 2 --zoo BlackScholes --out /tmp/r
+    python experiments/search_benchmark.py --scheduler tcp://host:8786 --time-limit 600 --store runs/search.sqlite
 """
 
 from __future__ import annotations
@@ -17,12 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
-from jacacc import optimize, problems
+from jacacc import problems
 from jacacc.bench import write_record
-from jacacc.problems.generators import random_dag
-from jacacc.progress import note, progress_bar
+from jacacc.progress import note
+from jacacc.sweep import read_records, run
+from jacacc.sweep.arguments import add_executor_arguments, executor_options, store_path
 
 MODES = ("vertex", "edge", "face")
 DEFAULT_SIZES = (4, 6, 8, 10, 12, 16, 20, 25, 30, 40, 50, 60)
@@ -31,59 +38,103 @@ HEURISTICS = {"vertex": ("markowitz", "min_fill", "relative_markowitz"),
               "face": ("greedy", "edge_markowitz", "vertex_markowitz")}
 
 
-def best_heuristic(graph, mode: str) -> tuple[str, int]:
-    """The cheapest of the mode's greedy heuristics: (name, mults)."""
-    found = [(optimize(graph, mode=mode, method=name, seed=0).mults, name) for name in HEURISTICS[mode]]
-    mults, name = min(found)
-    return name, mults
+def random_dag_call(size: int, seed: int) -> str:
+    """The generator call of the random DAG of ``size`` intermediates (its own seed: seed + size)."""
+    return f"random_dag(3, {size}, 3, max_preds=3, seed={seed + size})"
 
 
-def search_row(graph, mode: str, method: str, time_limit: float, workers: int, seed: int, **extra) -> dict:
-    start = time.perf_counter()
-    options = {"time_limit": time_limit}
-    if method != "anneal":
-        options["workers"] = workers
-    plan = optimize(graph, mode=mode, method=method, seed=seed, **options)
-    seconds = time.perf_counter() - start
-    heuristic, heuristic_mults = best_heuristic(graph, mode)
-    info = plan.search
+def random_grid(size: int, modes: list[str], time_limit: float, search_workers: int, seed: int) -> dict:
+    """One wave: cpsat and each mode's heuristics on the random DAG of ``size``, in the open ``modes``."""
+    methods = [f"{mode}:cpsat" for mode in modes] + [f"{mode}:{h}" for mode in modes for h in HEURISTICS[mode]]
+    return {"name": f"search_benchmark random_dag n={size}", "problems": [random_dag_call(size, seed)],
+            "methods": methods, "seeds": [seed], "options": {"time_limit": time_limit, "workers": search_workers}}
+
+
+def zoo_grid(names: list[str], time_limit: float, search_workers: int, seed: int) -> dict:
+    """anneal, cpsat and the vertex heuristics (markowitz among them) on the zoo problems."""
+    methods = ["anneal", "cpsat", *HEURISTICS["vertex"]]
+    return {"name": "search_benchmark zoo", "problems": names, "methods": methods, "seeds": [seed],
+            "options": {"time_limit": time_limit, "workers": search_workers}}
+
+
+def search_row(search: dict, heuristics: list[dict], **extra) -> dict:
+    """A search cell's row, with the best of the mode's heuristics on the same graph."""
+    result = search["result"]
+    info = result.get("search") or {}
+    mults, heuristic = min((h["result"]["mults"], h["method"]) for h in heuristics)
     return {
-        **extra, "mode": mode, "method": method, "intermediates": len(graph.intermediates),
-        "edges": graph.n_edges, "mults": plan.mults, "lower_bound": plan.lower_bound,
-        "optimal": bool(plan.optimal), "status": info.status if info else None,
-        "gap": (plan.mults - plan.lower_bound) / plan.mults if plan.mults else 0.0,
-        "seconds": seconds, "solver": info.solver if info else None,
-        "heuristic": heuristic, "heuristic_mults": heuristic_mults,
+        **extra, "mode": search["mode"], "method": search["method"],
+        "intermediates": result["graph"]["intermediates"], "edges": result["graph"]["edges"],
+        "mults": result["mults"], "lower_bound": result["lower_bound"], "optimal": bool(result["optimal"]),
+        "status": info.get("status"),
+        "gap": (result["mults"] - result["lower_bound"]) / result["mults"] if result["mults"] else 0.0,
+        "seconds": result["optimize_seconds"], "solver": info.get("solver"),
+        "heuristic": heuristic, "heuristic_mults": mults,
     }
 
 
-def random_family(sizes: list[int], time_limit: float, workers: int, seed: int) -> list[dict]:
+def _split(records: list[dict], searches: tuple[str, ...]) -> tuple[list[dict], dict]:
+    """The search cells that finished (others noted) and the heuristic cells by (problem, mode)."""
+    done, heuristics = [], {}
+    for r in records:
+        if r["status"] != "ok":
+            note(f"{r['problem']} {r['mode']}:{r['method']}: {r['status']}: {r['error']}")
+        elif r["method"] in searches:
+            done.append(r)
+        else:
+            heuristics.setdefault((r["problem"], r["mode"]), []).append(r)
+    return done, heuristics
+
+
+def random_rows(records: list[dict], size: int) -> list[dict]:
+    searches, heuristics = _split(records, ("cpsat",))
     rows = []
-    for mode in progress_bar(MODES, desc="search_benchmark random DAGs", unit="mode"):
-        for size in sizes:
-            graph = random_dag(3, size, 3, max_preds=3, seed=seed + size)
-            row = search_row(graph, mode, "cpsat", time_limit, workers, seed, family="random_dag",
-                             problem=f"random_dag(3, {size}, 3, seed={seed + size})", size=size)
-            rows.append(row)
-            note(f"{mode:<6} n={size:<4} {row['mults']:>6} mults  bound {row['lower_bound']:>6}  "
-                 f"{'optimal' if row['optimal'] else 'gap %.1f %%' % (100 * row['gap'])}  "
-                 f"{row['seconds']:7.2f} s  (best heuristic {row['heuristic_mults']})")
-            if not row["optimal"]:
-                break  # larger graphs of this mode would not be proven either
+    for r in searches:
+        row = search_row(r, heuristics[(r["problem"], r["mode"])], family="random_dag", problem=r["problem"],
+                         size=size)
+        rows.append(row)
+        note(f"{row['mode']:<6} n={size:<4} {row['mults']:>6} mults  bound {row['lower_bound']:>6}  "
+             f"{'optimal' if row['optimal'] else 'gap %.1f %%' % (100 * row['gap'])}  "
+             f"{row['seconds']:7.2f} s  (best heuristic {row['heuristic_mults']})")
     return rows
 
 
-def zoo(names: list[str], time_limit: float, workers: int, seed: int) -> list[dict]:
+def zoo_rows(records: list[dict]) -> list[dict]:
+    searches, heuristics = _split(records, ("anneal", "cpsat"))
     rows = []
-    for name in progress_bar(names, desc="search_benchmark zoo", unit="problem"):
-        graph = problems.get(name).graph()
-        for method in ("anneal", "cpsat"):
-            row = search_row(graph, "vertex", method, time_limit, workers, seed, family="zoo", problem=name,
-                             size=len(graph.intermediates))
-            row["markowitz"] = optimize(graph, method="markowitz").mults
-            rows.append(row)
-            note(f"{name:<24} {method:<7} {row['mults']:>6} mults  (markowitz {row['markowitz']}, bound "
-                 f"{row['lower_bound']}, {row['status']}, {row['seconds']:.1f} s)")
+    for r in searches:
+        mine = heuristics[(r["problem"], r["mode"])]
+        row = search_row(r, mine, family="zoo", problem=r["problem"], size=r["result"]["graph"]["intermediates"])
+        row["markowitz"] = next(h["result"]["mults"] for h in mine if h["method"] == "markowitz")
+        rows.append(row)
+        note(f"{row['problem']:<24} {row['method']:<7} {row['mults']:>6} mults  (markowitz {row['markowitz']}, "
+             f"bound {row['lower_bound']}, {row['status']}, {row['seconds']:.1f} s)")
+    return rows
+
+
+def measure(sizes: list[int], zoo_names: list[str], time_limit: float, zoo_limit: float, search_workers: int,
+            seed: int, store: str | None = None, **executor) -> list[dict]:
+    """The random DAGs wave by wave (a mode stops growing after its first unproven size) and the zoo."""
+    rows: list[dict] = []
+    zoo = [zoo_grid(zoo_names, zoo_limit, search_workers, seed)] if zoo_names else []
+    waiting = list(zoo)  # the zoo runs with the first wave
+    open_modes = list(MODES)
+    with store_path(store, "search_benchmark") as path:
+        for size in sizes:
+            if not open_modes:
+                break
+            wave = random_grid(size, open_modes, time_limit, search_workers, seed)
+            run([wave, *waiting], path, desc=f"search_benchmark n={size}", **executor)
+            waiting = []
+            new = random_rows(read_records(path, wave), size)
+            rows += new
+            proven = {r["mode"] for r in new if r["optimal"]}
+            open_modes = [m for m in open_modes if m in proven]
+        if waiting:
+            run(waiting, path, desc="search_benchmark zoo", **executor)
+        rows.sort(key=lambda r: MODES.index(r["mode"]) if r["family"] == "random_dag" else len(MODES))
+        if zoo:
+            rows += zoo_rows(read_records(path, zoo))
     return rows
 
 
@@ -147,24 +198,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zoo-time-limit", type=float, default=None,
                         help="seconds per search on the zoo (default: --time-limit)")
     parser.add_argument("--zoo", nargs="*", default=None, help="zoo problems (default: the AlphaGrad functions)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--search-workers", type=int, default=2, help="CP-SAT threads per search")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results")
     parser.add_argument("--figures", default="figures")
     parser.add_argument("--no-figure", action="store_true")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     zoo_names = args.zoo if args.zoo is not None else [
         n for n in problems.names("alphagrad") if "matrix" not in problems.get(n).tags
         and len(problems.get(n).graph().intermediates) <= 200]
     zoo_limit = args.zoo_time_limit or args.time_limit
-    rows = random_family(args.sizes, args.time_limit, args.workers, args.seed)
-    rows += zoo(zoo_names, zoo_limit, args.workers, args.seed)
+    rows = measure(args.sizes, zoo_names, args.time_limit, zoo_limit, args.search_workers, args.seed, args.store,
+                   **executor_options(args))
     record = write_record(
         os.path.join(args.out, "search_benchmark.json"),
         "search_benchmark",
         {"rows": rows, "largest_proven": largest_proven(rows, args.time_limit)},
         parameters={"sizes": args.sizes, "time_limit": args.time_limit, "zoo_time_limit": zoo_limit,
-                    "workers": args.workers, "generator": "random_dag(3, n, 3, max_preds=3, seed=seed+n)",
+                    "search_workers": args.search_workers,
+                    "generator": "random_dag(3, n, 3, max_preds=3, seed=seed+n)",
                     "zoo": zoo_names},
         seed=args.seed,
     )

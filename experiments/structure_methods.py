@@ -7,9 +7,12 @@ elimination in forward, reverse or Markowitz order?  Every count comes from
 the schedule each method builds, whose Jacobian is checked against the
 chain rule on random partials before it is recorded.  Writes
 ``results/structure_methods.json`` and ``figures/structure_methods.png``.
+The measurements are one sweep (:mod:`jacacc.sweep`) of two grids: the
+families (generator calls × seeds, each seed another graph) and the zoo.
 
     python experiments/structure_methods.py                       # all families and the zoo, ~minutes
     python experiments/structure_methods.py --sizes 10 --seeds 1 --problems RoeFlux_1d --out /tmp/r
+    python experiments/structure_methods.py --workers 2           # or --scheduler tcp://host:8786
 """
 
 from __future__ import annotations
@@ -17,18 +20,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable
 
 import numpy as np
 
-from jacacc import optimize, reference_jacobian
 from jacacc.bench import write_record
-from jacacc.graph import CompGraph
 from jacacc.problems import get, names
-from jacacc.problems.generators import ladder, layered, random_dag
-from jacacc.progress import note, progress_bar
+from jacacc.progress import note
+from jacacc.sweep import read_records, run
+from jacacc.sweep.arguments import add_executor_arguments, executor_options, store_path
 
 METHODS = (
     ("vertex", "forward"),
@@ -40,54 +40,64 @@ METHODS = (
 )
 DEFAULT_SIZES = (10, 20, 40, 80)
 DEFAULT_SEEDS = 3
+MAX_REL_ERROR = 1e-9
 
-# each family: a graph of "size" (about that many intermediates) from a seed
-FAMILIES: dict[str, Callable[[int, int], CompGraph]] = {
-    "random_dag": lambda n, seed: random_dag(4, n, 4, max_preds=3, window=8, seed=seed),
-    "layered": lambda n, seed: layered([4, n // 2, n - n // 2, 4], density=0.4, seed=seed),
-    "ladder": lambda n, seed: ladder(max(2, n // 2 + 1), 2, seed=seed),
+# each family: the generator call of a graph of "size" (about that many intermediates); the
+# call names no seed, so the sweep passes each cell's seed
+FAMILIES = {
+    "random_dag": lambda n: f"random_dag(4, {n}, 4, max_preds=3, window=8)",
+    "layered": lambda n: f"layered([4, {n // 2}, {n - n // 2}, 4], density=0.4)",
+    "ladder": lambda n: f"ladder({max(2, n // 2 + 1)}, 2)",
 }
 
 
-def measure_graph(graph: CompGraph, row: dict, seed: int) -> list[dict]:
-    """One row per method; each schedule's Jacobian is checked before its count is kept."""
-    rng = np.random.default_rng(seed)
-    values = rng.normal(size=(2, graph.n_edges))
-    reference = reference_jacobian(graph, values)
-    rows = []
-    for mode, method in METHODS:
-        start = time.perf_counter()
-        plan = optimize(graph, mode=mode, method=method, seed=seed)
-        seconds = time.perf_counter() - start
-        error = float(np.max(np.abs(plan.jacobian(values) - reference)) / max(1.0, np.max(np.abs(reference))))
-        if error > 1e-9:
-            raise AssertionError(f"{method} on {row}: Jacobian off by {error:.1e}")
-        rows.append({**row, "mode": mode, "method": method, "mults": plan.mults, "adds": plan.adds,
-                     "seconds": seconds, "max_rel_error": error})
-        note(f"{row.get('family', row.get('problem')):<22} {row.get('size', ''):>4} "
-             f"{method:<10} {plan.mults:>7} mults {seconds:7.2f} s")
-    return rows
+def build_grids(sizes: list[int], seeds: int, problems: list[str]) -> tuple[list[dict], dict[str, tuple]]:
+    """The families' grid (calls × seeds) and the zoo's (seed 0), and each family call's (family, size)."""
+    methods = [f"{mode}:{method}" for mode, method in METHODS]
+    calls = {FAMILIES[family](size): (family, size) for family in FAMILIES for size in sizes}
+    grids = []
+    if calls:
+        grids.append({"name": "structure_methods families", "problems": list(calls), "methods": methods,
+                      "seeds": list(range(seeds))})
+    if problems:
+        grids.append({"name": "structure_methods zoo", "problems": problems, "methods": methods, "seeds": [0]})
+    return grids, calls
 
 
-def measure(sizes: list[int], seeds: int, problems: list[str]) -> list[dict]:
-    rows = []
-    bar = progress_bar(total=len(FAMILIES) * len(sizes) * seeds + len(problems), desc="structure_methods",
-                       unit="graph")
-    for family, make in FAMILIES.items():
-        for size in sizes:
-            for seed in range(seeds):
-                graph = make(size, seed)
-                row = {"family": family, "size": size, "seed": seed,
-                       "intermediates": len(graph.intermediates), "edges": graph.n_edges}
-                rows += measure_graph(graph, row, seed)
-                bar.update()
-    for name in problems:
-        graph = get(name).graph()  # structure only: the checks use random partials
-        rows += measure_graph(graph, {"problem": name, "intermediates": len(graph.intermediates),
-                                      "edges": graph.n_edges}, 0)
-        bar.update()
-    bar.close()
-    return rows
+def to_row(record: dict, calls: dict[str, tuple]) -> dict:
+    """A stored cell as the record's row; a schedule that fails the chain-rule check stops the experiment."""
+    if record["status"] != "ok":
+        raise RuntimeError(f"{record['method']} on {record['problem']} (seed {record['seed']}): "
+                           f"{record['status']}: {record['error']}")
+    result = record["result"]
+    size = result["graph"]
+    if record["problem"] in calls:
+        family, requested = calls[record["problem"]]
+        row = {"family": family, "size": requested, "seed": record["seed"]}
+    else:
+        row = {"problem": record["problem"]}
+    if not result["max_rel_error"] <= MAX_REL_ERROR:
+        raise AssertionError(f"{record['method']} on {row}: Jacobian off by {result['max_rel_error']:.1e}")
+    return {**row, "intermediates": size["intermediates"], "edges": size["edges"], "mode": record["mode"],
+            "method": record["method"], "mults": result["mults"], "adds": result["adds"],
+            "seconds": result["optimize_seconds"], "max_rel_error": result["max_rel_error"]}
+
+
+def _note(record: dict) -> None:
+    result = record["result"] or {}
+    note(f"{record['problem']:<48} {record['method']:<10} {result.get('mults', '-'):>7} mults "
+         f"{result.get('optimize_seconds', 0.0):7.2f} s")
+
+
+def measure(sizes: list[int], seeds: int, problems: list[str], store: str | None = None, **executor) -> list[dict]:
+    """Every method on every family graph and zoo problem, as one sweep; rows in grid order."""
+    grids, calls = build_grids(sizes, seeds, problems)
+    if not grids:
+        return []
+    with store_path(store, "structure_methods") as path:
+        run(grids, path, desc="structure_methods", on_record=_note, **executor)
+        records = read_records(path, grids)
+    return [to_row(r, calls) for r in records]
 
 
 def summary(rows: list[dict]) -> dict[str, dict[str, float]]:
@@ -163,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results")
     parser.add_argument("--figures", default="figures")
     parser.add_argument("--no-figure", action="store_true")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     problems = default_problems() if args.problems is None else args.problems
-    rows = measure(args.sizes, args.seeds, problems)
+    rows = measure(args.sizes, args.seeds, problems, args.store, **executor_options(args))
     record = write_record(
         os.path.join(args.out, "structure_methods.json"),
         "structure_methods",

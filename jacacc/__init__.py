@@ -62,6 +62,7 @@ LAZY_SUBMODULES: tuple[str, ...] = (
     "plot",
     "problems",
     "relations",
+    "sweep",
     "tensor",
     "verify",
 )

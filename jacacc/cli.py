@@ -3,8 +3,9 @@
 ``jacacc optimize GRAPH.json`` finds an elimination order and prints it with
 its multiplication count beside forward and reverse mode; ``jacacc methods``
 lists the registered order methods; ``jacacc demo`` runs the built-in example;
-``jacacc compile`` prints a generated Jacobian kernel and ``jacacc bench``
-times kernels against JAX and PyTorch.
+``jacacc compile`` prints a generated Jacobian kernel, ``jacacc bench``
+times kernels against JAX and PyTorch, and ``jacacc sweep`` runs a grid of
+cells (in-process, on local workers or a Dask cluster) into a SQLite store.
 Errors are one line on stderr and exit status 2.
 """
 
@@ -96,7 +97,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the built-in example end to end",
                    description="Trace a built-in function, optimize it with every method, verify the Jacobian.")
     _add_kernel_commands(sub)
+    _add_sweep_command(sub)
     return parser
+
+
+def _add_sweep_command(sub: argparse._SubParsersAction) -> None:
+    """The ``sweep`` subcommand: a grid of cells into a SQLite store (jacacc.sweep)."""
+    from jacacc.sweep.arguments import add_executor_arguments
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a grid of problem x mode x method x seed x options cells into a SQLite store",
+        description=(
+            "Cross the lists of GRID.json (problems, modes, methods, seeds, options; see README.md, "
+            "'Sweeps') into cells, optimize and verify each one, and store one row per cell in STORE as it "
+            "finishes. A rerun with the same STORE computes only the cells missing. "
+            "`jacacc sweep --export STORE OUT.json|OUT.csv` writes the stored records."
+        ),
+    )
+    sweep.add_argument("grid", nargs="?", metavar="GRID.json", help="the grid (a JSON object, or a list of them)")
+    sweep.add_argument("--out", metavar="STORE", help="the SQLite store the cells go to (created when missing)")
+    sweep.add_argument("--export", nargs=2, metavar=("STORE", "OUT"),
+                       help="write the records of STORE to OUT (.json: a list of records; .csv: one row per cell)")
+    add_executor_arguments(sweep, store=False)
+    sweep.add_argument("--resume", action=argparse.BooleanOptionalAction, default=None,
+                       help="skip the cells already in STORE (default); --no-resume recomputes them")
+    sweep.add_argument("--retry-failed", action="store_true",
+                       help="recompute the cells stored as error or timeout")
+    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bar over cells on stderr; default: when stderr is a terminal")
 
 
 def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
@@ -122,7 +151,7 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
                       help="elimination mode (default: vertex, or the method's only mode: structure for dstar, "
                       "blocks, levels)")
     comp.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    comp.add_argument("--max-statements", type=_positive_int, default=None,
+    comp.add_argument("--max-statements", type=positive_int, default=None,
                       help="numba: split programs longer than this into parts")
     comp.add_argument("-o", "--output", default=None, help="write the source to this file instead of stdout")
 
@@ -141,9 +170,9 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
                        help="backends; 'numba+fastmath' passes fastmath=True (default: numpy numba)")
     bench.add_argument("--peers", nargs="*", default=None,
                        help="peers (default: jax-jacfwd jax-jacrev torch-jacfwd torch-jacrev); none: --peers")
-    bench.add_argument("--sizes", nargs="+", type=_positive_int, default=[1_000, 100_000])
+    bench.add_argument("--sizes", nargs="+", type=positive_int, default=[1_000, 100_000])
     bench.add_argument("--mode", default="vertex")
-    bench.add_argument("--repeat", type=_positive_int, default=3)
+    bench.add_argument("--repeat", type=positive_int, default=3)
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--json", default=None, metavar="PATH", help="write the record here")
     bench.add_argument("--figure", default=None, metavar="PATH", help="write the bar chart here (needs matplotlib)")
@@ -152,8 +181,8 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--quick-peaks", action="store_true", help="measure the machine's peaks on small sizes")
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer ≥ 1 (batch sizes, repeats, statement limits)."""
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (workers, batch sizes, repeats, statement limits)."""
     try:
         value = int(text)
     except ValueError:
@@ -161,6 +190,7 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value
+
 
 
 def _baselines(graph: CompGraph, mode: str) -> dict[str, Plan]:
@@ -441,13 +471,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from jacacc.sweep import export, run
+    from jacacc.sweep.arguments import executor_options
+
+    if args.export:
+        if args.grid is not None or args.out is not None:
+            raise JacaccError("--export takes STORE and OUT only (no GRID.json, no --out)")
+        store, out = args.export
+        count = export(store, out)
+        print(f"exported {count} records from {store} to {out}")
+        return 0
+    if args.grid is None or args.out is None:
+        raise JacaccError("give GRID.json and --out STORE (or --export STORE OUT)")
+    try:
+        summary = run(args.grid, args.out, resume=args.resume is not False, retry_failed=args.retry_failed,
+                      progress=args.progress, **executor_options(args))
+    except KeyboardInterrupt:
+        print(f"jacacc: interrupted; the finished cells are in {args.out} (run the same command to go on)",
+              file=sys.stderr)
+        return 130
+    print(f"sweep: {summary}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.error("no command given; choose one of: optimize, methods, demo, compile, bench")
+        parser.error("no command given; choose one of: optimize, methods, demo, compile, bench, sweep")
     handler = {"optimize": cmd_optimize, "methods": cmd_methods, "demo": cmd_demo,
-               "compile": cmd_compile, "bench": cmd_bench}[args.command]
+               "compile": cmd_compile, "bench": cmd_bench, "sweep": cmd_sweep}[args.command]
     try:
         return handler(args)
     except JacaccError as exc:

@@ -54,6 +54,12 @@ class NotPositiveDefiniteError(JacaccError, LinAlgError):
     batch index."""
 
 
+class GridError(JacaccError, ValueError):
+    """A sweep's grid (``jacacc sweep GRID.json``) is malformed: not JSON, an
+    unknown key, problem, mode, method or option, a bad seed; the message names
+    the entry."""
+
+
 class MissingExtraError(JacaccError, ImportError):
     """An optional dependency (an *extra*) is needed but not installed."""
 

@@ -187,7 +187,7 @@ def load_benchmark():
 
 def test_search_benchmark_runs_at_a_tiny_size(tmp_path):
     bench = load_benchmark()
-    assert bench.main(["--sizes", "4", "6", "--time-limit", "2", "--zoo", "BlackScholes", "--workers", "1",
+    assert bench.main(["--sizes", "4", "6", "--time-limit", "2", "--zoo", "BlackScholes", "--search-workers", "1",
                        "--out", str(tmp_path), "--figures", str(tmp_path)]) == 0
     record = read_record(tmp_path / "search_benchmark.json")
     rows = record["results"]["rows"]
