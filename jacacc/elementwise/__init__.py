@@ -7,10 +7,34 @@ Fourier–Motzkin bounds and integrality/solvability brackets
 elementwise function and derivable again; ``f.vjp`` evaluates all of them and
 ``f.compile("numba" | "cupy")`` builds one lock-free kernel per derivative
 (:mod:`~jacacc.elementwise.kernels`, :mod:`~jacacc.elementwise.compiled`).
+
+The functions and compiled kernels are imported on first access (PEP 562), so
+that the kernel IR (:mod:`~jacacc.elementwise.parse`) loads without the
+derivation machinery: the tensor evaluator's fusion pass
+(:mod:`jacacc.tensor.fusion`) builds its kernels' definitions from it.
 """
 
-from jacacc.elementwise.compiled import CompiledFunction
-from jacacc.elementwise.function import ElementwiseFunction, define
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# the language itself is light; importing it also makes ``parse`` the function, not the submodule
 from jacacc.elementwise.parse import SourceError, parse, unparse
 
 __all__ = ["CompiledFunction", "ElementwiseFunction", "SourceError", "define", "parse", "unparse"]
+
+#: public name → the submodule defining it
+_LAZY = {"CompiledFunction": "compiled", "ElementwiseFunction": "function", "define": "function"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"jacacc.elementwise.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jacacc.elementwise' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

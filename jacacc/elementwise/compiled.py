@@ -36,6 +36,7 @@ import numpy as np
 
 from jacacc.elementwise import derive, kernels
 from jacacc.elementwise.function import checked_array
+from jacacc.elementwise.kernels import PARALLEL_MIN_ELEMENTS
 from jacacc.elementwise.parse import Definition, SourceError, Summation
 from jacacc.errors import RegistryError, require_extra
 
@@ -49,11 +50,6 @@ THREADS_PER_BLOCK = 256
 #: Numba: a gradient with at most this many elements whose value ends in a sum (a convolution's
 #: kernel) runs as a chunked reduction (:func:`~jacacc.elementwise.kernels.python_source`)
 REDUCTION_MAX_ELEMENTS = 1024
-#: Numba: below this many elements (of the result or of the largest input) a kernel runs on the
-#: calling thread; waking the thread pool costs 50–170 µs, more than such a kernel's work (measured
-#: on two cores with ``OMP_WAIT_POLICY=passive``: the crossover lies near 3·10⁴ elements; 1·10⁴ with
-#: a short spin, ``GOMP_SPINCOUNT=10000``, which keeps the pool awake between the kernels of one vjp)
-PARALLEL_MIN_ELEMENTS = 32_768
 
 
 def _checked_buffer(out: Any, shape: tuple[int, ...], name: str) -> Any:

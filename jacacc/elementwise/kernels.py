@@ -25,9 +25,14 @@ array([0., 1., 3., 6.])
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import math
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,12 +56,13 @@ from jacacc.elementwise.parse import (
     Read,
     Summation,
     Unary,
+    chain,
     children,
     rebuild,
     walk,
 )
 
-__all__ = ["CUDA_KERNEL_NAME", "cuda_source", "numba_kernel", "python_kernel", "python_source"]
+__all__ = ["CUDA_KERNEL_NAME", "cuda_source", "kernel_cache_dir", "numba_kernel", "python_kernel", "python_source"]
 
 CUDA_KERNEL_NAME = "jacacc_elementwise"
 #: the deepest a generated expression nests before a subexpression gets a name of its own
@@ -305,7 +311,7 @@ def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str,
 
 
 def python_source(definition: Definition, arguments: list[str], parallel: bool = False,
-                  reduction: bool = False) -> str:
+                  reduction: bool = False, interchange: bool | None = None) -> str:
     """A Python function ``kernel(out, *arrays)`` filling ``out`` (the function's shape) element by
     element; ``parallel`` runs the outermost index with Numba's ``prange`` (the inner ones as plain
     loops, which Numba can vectorize — each element is still computed on its own).  With
@@ -313,13 +319,22 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     range of that sum is cut into chunks instead: each parallel iteration computes every element's
     partial sum over one chunk — the chunk's data stays in cache across the elements — and the
     partial sums are added at the end, still without atomics.  That is the layout for a gradient
-    with few elements, each a long sum (a convolution's kernel)."""
+    with few elements, each a long sum (a convolution's kernel).
+
+    ``interchange`` chooses where such a final sum's loop goes: outside the last index's loop
+    (True, wherever the sum's bounds do not depend on that index: :func:`_interchanged_source`,
+    for rank 1 too), inside it (False), or as the reads' contiguity suggests (None,
+    :func:`_sum_outside_last_index`).  A caller that knows which operand is large — the tensor
+    evaluator's fused reductions (:mod:`jacacc.tensor.fusion`) — decides it by that operand."""
     if reduction and isinstance(last_factor(definition.body), Summation):
         return _chunked_source(definition, arguments, parallel)
     split = interior_split(definition)
     if split is not None:
         return _split_source(definition, arguments, parallel, split)
-    if _sum_outside_last_index(definition):
+    outside = _sum_outside_last_index(definition) if interchange is None else (
+        interchange and bool(definition.indices) and _sum_outside(definition.body, definition.indices[-1],
+                                                                  contiguity=False))
+    if outside:
         return _interchanged_source(definition, arguments, parallel)
     arrays, env = _code_names(definition, arguments)
     lines = _signature(definition, arguments, arrays)
@@ -337,16 +352,16 @@ def _sum_outside_last_index(definition: Definition) -> bool:
     return len(definition.indices) >= 2 and _sum_outside(definition.body, definition.indices[-1])
 
 
-def _sum_outside(body: Node, v: str) -> bool:
-    """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and ``t``
-    reading more contiguously along ``v`` than along ``k``."""
+def _sum_outside(body: Node, v: str, contiguity: bool = True) -> bool:
+    """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and (with
+    ``contiguity``) ``t`` reading more contiguously along ``v`` than along ``k``."""
     sum_node = last_factor(body)
     if not isinstance(sum_node, Summation) or any(
             v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
         return False
     if v not in free_indices(sum_node):  # the same sum for every v: hoisted instead (_invariants)
         return False
-    return _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
+    return not contiguity or _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
 
 
 def _interchanged_source(definition: Definition, arguments: list[str], parallel: bool) -> str:
@@ -378,9 +393,26 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     start, stop = span
     k = "_k"
     lines = [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _out[{row}] = 0.0",
-             f"{pad}for {k} in range({lo}, {hi} + 1):", f"{pad}    for {v} in range({start}, {stop}):"]
-    term = _py_emitter(arrays, indent + 2, parallel, known)
-    value = term.value(sum_node.body, {**env, sum_node.index: k})
+             f"{pad}_klo = {lo}", f"{pad}_khi = {hi}"]
+    inner = {**env, sum_node.index: k}
+    # the factors of t without v, once per k and stored: computed in the v loop, they would be
+    # recomputed per element (LLVM cannot tell that _out is no argument), and computed just before
+    # it, reassociation would move a division among them into it ((a / b) · x → (a · x) / b)
+    invariant, variant = _split_product(sum_node.body, definition.indices[-1])
+    if invariant is not None:
+        first = _py_emitter(arrays, indent + 1, parallel, known)
+        first.serial = 2000  # names apart from the other emitters'
+        factor = first.value(invariant, inner)
+        lines += [f"{pad}_fk = np.empty(max(_khi - _klo + 1, 0))", f"{pad}for {k} in range(_klo, _khi + 1):",
+                  *first.lines, f"{pad}    _fk[{k} - _klo] = {factor}"]
+    lines.append(f"{pad}for {k} in range(_klo, _khi + 1):")
+    term = _py_emitter(arrays, indent + 1, parallel, known)
+    if invariant is not None:
+        term.line(f"_f = _fk[{k} - _klo]")
+        term.known[invariant] = "_f"
+    term.line(f"for {v} in range({start}, {stop}):")
+    term.indent += 1
+    value = term.value(sum_node.body if invariant is None else Binary(0, "*", invariant, variant), inner)
     lines += term.lines + ["    " * (indent + 2) + f"_out[{row}] += {value}"]
     if body is sum_node:  # no factors
         return lines
@@ -388,6 +420,24 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     final = _py_emitter(arrays, indent + 1, parallel, {**known, sum_node: f"_out[{row}]"})
     value = final.value(body, env)
     return lines + final.lines + ["    " * (indent + 1) + f"_out[{row}] = {value}"]
+
+
+def _split_product(node: Node, v: str) -> tuple[Node | None, Node]:
+    """``node`` as ``invariant · variant``: the factors of its leading product that do not read
+    ``v`` and the rest (None, ``node``: every factor reads ``v``, or none does)."""
+    factors: list[Node] = []
+    stack = [node]
+    while stack:
+        here = stack.pop()
+        if isinstance(here, Binary) and here.op == "*":
+            stack += [here.right, here.left]
+        else:
+            factors.append(here)
+    fixed = [f for f in factors if v not in free_indices(f)]
+    moving = [f for f in factors if v in free_indices(f)]
+    if not fixed or not moving:
+        return None, node
+    return chain([("*", f) for f in fixed]), chain([("*", f) for f in moving])
 
 
 def _invariants(definition: Definition) -> dict[Node, int]:
@@ -637,30 +687,118 @@ def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
 
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,
-                 parallel: bool = True) -> Callable:
+                 parallel: bool = True, interchange: bool | None = None, cache: bool = False) -> Callable:
     """The kernel compiled by Numba: ``@njit(parallel=True)``, a ``prange`` over the outermost
     index (or, with ``reduction``, over chunks of the final sum: :func:`python_source`); with
-    ``parallel=False`` the same loops on the calling thread (no thread wake-up: small inputs)."""
+    ``parallel=False`` the same loops on the calling thread (no thread wake-up: small inputs).
+    ``interchange`` is :func:`python_source`'s.
+
+    With ``cache``, a kernel of the same source is compiled once per process (the dispatcher is
+    kept in memory, and Numba compiles it once per argument type) and, where the directory of
+    :func:`kernel_cache_dir` is writable, once per machine: the source is written there as a
+    module and jitted with Numba's ``cache=True``, so another process loads the machine code.
+
+    Examples
+    --------
+    >>> from jacacc.elementwise.parse import parse
+    >>> k = numba_kernel(parse("f[i] = exp(x[i]) * 2"), ["x"], parallel=False, cache=True)
+    >>> out = np.empty(3)
+    >>> k(out, np.zeros(3)); out.tolist()
+    [2.0, 2.0, 2.0]
+    >>> k is numba_kernel(parse("f[i] = exp(x[i]) * 2"), ["x"], parallel=False, cache=True)
+    True
+    """
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
-    source, used = _vector_math(python_source(definition, arguments, parallel=True, reduction=reduction))
+    source, used = _vector_math(python_source(definition, arguments, parallel=True, reduction=reduction,
+                                              interchange=interchange))
     if len(source) > NUMBA_PARALLEL_MAX_CHARS:
         # Numba's parallel passes grow much faster than linearly with the loop body: a 2000-term
         # sum compiled in 30 s on one thread and 550 s with parallel=True
         parallel = False
-    namespace = {**_PY_MODULES, "prange": numba.prange, "njit": numba.njit}
-    if used:
-        from jacacc.codegen.numba_ import _vector_math_source
-
-        exec(compile("\n".join(_vector_math_source(used, _FASTMATH_TEXT)), "<jacacc-vector-math>", "exec"),
-             namespace)  # noqa: S102 - our own generated source
-    kernel = _load(source, "elementwise-numba", namespace)
-    # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag,
-    # so inf and nan behave as in the reference
-    return numba.njit(parallel=parallel, error_model="numpy", cache=False, fastmath=_FASTMATH)(kernel)
+    if not cache:
+        return _compiled_module(_module_text(source, used), numba, parallel, None)
+    text = _module_text(source, used)
+    key = (text, parallel)
+    found = _KERNELS.get(key)
+    if found is None:
+        found = _KERNELS[key] = _compiled_module(text, numba, parallel, kernel_cache_dir())
+    return found
 
 
+#: kernels compiled with ``cache=True`` in this process: (module text, parallel) → dispatcher
+_KERNELS: dict[tuple[str, bool], Callable] = {}
+
+
+def _module_text(source: str, used: set[str]) -> str:
+    """A module defining ``kernel`` (``source``) and the vector math helpers it calls, un-jitted."""
+    from jacacc.codegen.numba_ import _vector_math_source
+
+    lines = ["# generated by jacacc.elementwise.kernels; safe to delete", "import math", "", "import numpy as np",
+             "from numba import njit, prange", *(_vector_math_source(used, _FASTMATH_TEXT) if used else ()), "", "",
+             source]
+    return "\n".join(lines)
+
+
+def _compiled_module(text: str, numba: Any, parallel: bool, directory: Path | None) -> Callable:
+    """``kernel`` of the module ``text`` jitted: imported from a file in ``directory`` with Numba's
+    on-disk cache, or (no directory, or it cannot be written) executed from memory."""
+    options = {"parallel": parallel, "error_model": "numpy", "fastmath": _FASTMATH}
+    if directory is not None:
+        try:
+            module = _file_module(text, directory)
+            # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math
+            # flag, so inf and nan behave as in the reference
+            return numba.njit(cache=True, **options)(module.kernel)
+        except (OSError, RuntimeError, ImportError, SyntaxError):  # unwritable, or no cache locator
+            pass
+    namespace: dict[str, Any] = {}
+    return numba.njit(cache=False, **options)(_load(text, "elementwise-numba", namespace))
+
+
+def kernel_cache_dir() -> Path | None:
+    """Where :func:`numba_kernel` writes cached kernels: ``$JACACC_CACHE_DIR/kernels``, else
+    ``$XDG_CACHE_HOME/jacacc/kernels`` (``~/.cache/jacacc/kernels``); None where it cannot be
+    created or written (kernels are then cached in memory only) or ``JACACC_CACHE_DIR`` is empty."""
+    root = os.environ.get("JACACC_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "jacacc")
+    if not root:
+        return None
+    directory = Path(root) / "kernels"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return directory if os.access(directory, os.W_OK) else None
+
+
+def _file_module(text: str, directory: Path) -> Any:
+    """The module ``text`` written to ``directory`` under the hash of its text (once: Numba keys its
+    cache by the file's contents) and imported."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    path = directory / f"k{digest}.py"
+    if not path.exists() or path.read_text() != text:
+        temporary = directory / f".k{digest}.{os.getpid()}.tmp"
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    spec = importlib.util.spec_from_file_location(f"jacacc_kernel_{digest}", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    # registered: Numba finds a function's module by name, to cache it and to load it again
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Numba: below this many elements (of the result or of the largest input) a kernel runs on the
+#: calling thread; waking the thread pool costs 50–170 µs, more than such a kernel's work (measured
+#: on two cores with ``OMP_WAIT_POLICY=passive``: the crossover lies near 3·10⁴ elements; 1·10⁴ with
+#: a short spin, ``GOMP_SPINCOUNT=10000``, which keeps the pool awake between the kernels of one vjp)
+PARALLEL_MIN_ELEMENTS = 32_768
 #: a kernel's source longer than this compiles without ``parallel=True`` (see :func:`numba_kernel`)
 NUMBA_PARALLEL_MAX_CHARS = 20_000
 _FASTMATH = {"reassoc", "contract"}

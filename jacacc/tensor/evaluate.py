@@ -14,7 +14,11 @@ added along its diagonal view of that buffer instead of being written out:
 peak memory is its result plus one term.  Calling it with arrays binds the
 ``var`` nodes by name.  CuPy arrays
 are accepted where CuPy is installed: the program then runs on the GPU (the
-steps and the elementwise functions come from CuPy).
+steps and the elementwise functions come from CuPy).  Where Numba is
+installed, each region of elementwise nodes (with the memory-bound sum that
+ends it) is first replaced by one node run as a loop kernel
+(:mod:`jacacc.tensor.fusion`; ``fuse_kernels=False`` keeps every node a NumPy
+call).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import MissingExtraError, UnsupportedOperationError
+from jacacc.tensor import fusion
 from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,
@@ -271,6 +276,11 @@ class Program:
     fuse : bool, default True
         Inline einsums that feed a single einsum (:func:`~jacacc.tensor.expr.fuse_einsums`)
         so each contraction is planned whole; ``flops`` counts what runs.
+    fuse_kernels : bool, optional
+        Run regions of elementwise nodes and the memory-bound reductions that consume
+        them as one Numba kernel each (:mod:`jacacc.tensor.fusion`); default
+        :data:`jacacc.tensor.fusion.ENABLED`.  Off, or without Numba, every node is
+        one NumPy call.
 
     Examples
     --------
@@ -282,18 +292,21 @@ class Program:
     """
 
     def __init__(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: Any = np.float64,
-                 fuse: bool = True) -> None:
+                 fuse: bool = True, fuse_kernels: bool | None = None) -> None:
         self.outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
         self.inputs = tuple(inputs)
         self.dtype = np.dtype(dtype)
-        nodes = nodes_of(self.outputs)
+        planned = self.outputs
+        if fusion.ENABLED if fuse_kernels is None else fuse_kernels:
+            planned = fusion.fused_outputs(self.outputs, self.dtype)
+        nodes = nodes_of(planned)
         slot = {id(n): k for k, n in enumerate(nodes)}
         unbound = [n.param for n in nodes if n.kind == "var" and all(n is not x for x in self.inputs)]
         if unbound:
             raise ValueError(f"the expression reads arguments {unbound} that the program is not given")
         self.nodes = nodes
         self._input_slots = [slot.get(id(x)) for x in self.inputs]
-        self._output_slots = [slot[id(y)] for y in self.outputs]
+        self._output_slots = [slot[id(y)] for y in planned]
         keep = set(self._output_slots)
         consumers: dict[int, list[int]] = {}
         for k, n in enumerate(nodes):
@@ -340,6 +353,9 @@ class Program:
                 read.update(args)
                 name, p = n.param
                 self._steps.append((k, "unary", (UNARY[name], p, name), args, free))
+            elif n.kind == "fused":
+                read.update(args)
+                self._steps.append((k, "fused", n.param, args, free))
             elif n.kind == "op":
                 read.update(args)
                 name, options, index = n.param
@@ -381,9 +397,9 @@ class Program:
         alone, added along their diagonals at the sum's step, never written out).
 
         A term's buffer is the sum's to write into only where its step made a fresh array
-        nothing else holds: a δ scatter, a sum, or a product of two or more operands (a
-        one-operand einsum can be a view of its operand; an elementwise function or a general
-        function's output is not assumed fresh).
+        nothing else holds: a δ scatter, a sum, a fused kernel's output, or a product of two
+        or more operands (a one-operand einsum can be a view of its operand; an elementwise
+        function or a general function's output is not assumed fresh).
         """
         streamed: dict[int, tuple[int, bool]] = {}
         into: dict[int, list[int]] = {}
@@ -397,7 +413,7 @@ class Program:
                 if a in expansions:
                     into.setdefault(k, []).append(a)
                 else:
-                    fresh = term.kind == "add" or (term.kind == "einsum" and len(term.args) > 1)
+                    fresh = term.kind in ("add", "fused") or (term.kind == "einsum" and len(term.args) > 1)
                     streamed[a] = (k, fresh)
         return streamed, into
 
@@ -459,6 +475,8 @@ class Program:
             elif kind == "unary":
                 fn, p, _ = op
                 values[k] = fn(xp, *(values[a] for a in args), p)
+            elif kind == "fused":  # the region node by node
+                values[k] = op.reference(xp, [values[a] for a in args])
             elif kind == "op":
                 values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)
             else:

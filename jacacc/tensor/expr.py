@@ -50,7 +50,7 @@ import numpy as np
 from jacacc import ops
 
 __all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "ones", "scale",
-           "symbol", "unary", "var", "zeros"]
+           "symbol", "unary", "var", "with_args", "zeros"]
 
 Shape = tuple[int, ...]
 
@@ -88,7 +88,8 @@ class Tensor:
     Attributes
     ----------
     kind : str
-        ``"var"``, ``"const"``, ``"einsum"``, ``"add"``, ``"unary"`` or ``"op"`` (a general function).
+        ``"var"``, ``"const"``, ``"einsum"``, ``"add"``, ``"unary"`` or ``"op"`` (a general function);
+        in a planned program also ``"fused"`` (a region run as one kernel: :mod:`jacacc.tensor.fusion`).
     shape : tuple of int
     args : tuple of Tensor
         The operands.
@@ -506,10 +507,25 @@ def node_flops(node: Tensor) -> int:
         return node.size * (len(node.args) - 1)
     if node.kind == "unary":
         return node.size
+    if node.kind == "fused":  # a region of nodes run as one kernel (jacacc.tensor.fusion): theirs
+        return int(node.param.flops)
     if node.kind == "op":  # counted once per application, on its first output
         name, options, index = node.param
         return 0 if index else int(OPERATORS[name].flops(*(a.shape for a in node.args), **dict(options)))
     return 0
+
+
+def with_args(node: Tensor, args: tuple[Tensor, ...]) -> Tensor:
+    """``node`` with its operands replaced by ``args``: the same kind, shape and parameter, not
+    simplified again (``node`` itself where nothing changed).
+
+    >>> a, b = var("a", (2,)), var("b", (2,))
+    >>> with_args(unary("exp", a), (b,)) is unary("exp", b)
+    True
+    """
+    if all(x is y for x, y in zip(args, node.args, strict=True)):
+        return node
+    return _intern(node.kind, node.shape, args, node.param, node._value)
 
 
 def flops_of(roots: Iterable[Tensor], exclude: Iterable[Tensor] = ()) -> int:
@@ -638,6 +654,8 @@ def render(root: Tensor) -> str:
             t = f"{name}({inner})" if p is None else f"{name}[{p:g}]({inner})"
         elif node.kind == "op":
             t = _operator_text(node, [text[id(a)] for a in node.args])
+        elif node.kind == "fused":
+            t = f"fused[{node.param.definition.source}]({', '.join(text[id(a)] for a in node.args)})"
         else:
             t = _einsum_text(node, [wrap(a) for a in node.args])
         if uses.get(id(node), 0) > 1 and node.kind not in ("var", "const") and node is not root:

@@ -12,7 +12,8 @@ subscripts), every running sum's ownership decided while generating (it only
 depends on the order of the steps), every intermediate deleted after its
 last use — and compiles it with :func:`compile`.  What is not worth
 inlining (a δ scatter, a general function, an elementwise function of the
-operation table) is called through a name bound in the function's globals.
+operation table, a fused region's kernel: :mod:`jacacc.tensor.fusion`) is
+called through a name bound in the function's globals.
 
 NumPy only: CuPy arrays go through the interpreter
 (:meth:`~jacacc.tensor.evaluate.Program.__call__`), which the straight-line
@@ -204,6 +205,9 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
             _drop(src, core_text)
         elif kind == "unary":
             assign(k, _elementwise(src, op[2], op[1], [value(a) for a in args]))
+        elif kind == "fused":
+            _fused(src, op, f"v{k}", dtype, [value(a) for a in args])
+            assign_name(k)
         elif kind == "op":
             operator, options, index, group = op
             if group not in groups:
@@ -264,6 +268,16 @@ def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) 
     if name == "shift":
         return f"{operands[0]} + {p!r}"
     return f"{src.bind('f', ops.get(name).function)}({', '.join(operands)})"
+
+
+def _fused(src: _Source, kernel: Any, target: str, dtype: str, operands: list[str]) -> None:
+    """A fused region (:class:`~jacacc.tensor.fusion.FusedKernel`): its output allocated, filled
+    by the kernel, and viewed in the root's shape where the kernel writes a vector of one element."""
+    inputs = [f"{x}.reshape(1)" if scalar else x for x, scalar in zip(operands, kernel.scalar_inputs, strict=True)]
+    src.line(f"{target} = np.empty({kernel.kernel_shape!r}, {dtype})")
+    src.line(f"{src.bind('kernel', kernel.run)}({', '.join([target, *inputs])})")
+    if kernel.kernel_shape != kernel.shape:
+        src.line(f"{target} = {target}.reshape({kernel.shape!r})")
 
 
 def _drop(src: _Source, name: str) -> None:

@@ -1,0 +1,624 @@
+"""Fusion in the tensor evaluator: regions of elementwise nodes run as one loop kernel each.
+
+NumPy runs an expression node by node: ``(X - mu)**2 / exp(logvar)`` summed
+over rows is a broadcast copy of ``mu`` (a product with a tensor of ones), an
+addition, a power, an exponential, a product and a sum — six passes over
+memory and six calls of Python dispatch.  :func:`find_regions` groups such
+nodes into *regions*, each one kernel of the elementwise layer
+(:mod:`jacacc.elementwise`): its :class:`~jacacc.elementwise.parse.Definition`
+is built here in code — the kernel IR — and compiled by
+:func:`~jacacc.elementwise.kernels.numba_kernel`, so the region above is one
+loop that reads ``X``, ``mu`` and ``logvar`` once and writes one vector.
+
+What a region holds:
+
+* elementwise nodes: the table's functions of one operand
+  (:data:`~jacacc.elementwise.parse.FUNCTIONS`, but those NumPy computes faster:
+  :data:`SLOW_IN_KERNELS`), ``pow`` and ``shift``, the
+  table's ``add``/``sub``/``mul``/``div`` of two operands, sums (``add``
+  without δ-scatter terms) and einsums that multiply elementwise with
+  broadcasting or transposition (each operand's letters distinct and among the
+  output's, nothing summed: a scalar constant becomes a number, the unit
+  tensors ``ones`` and δ a number and a bracket — never an array);
+* as its root only, one einsum that sums (``ij->i``, ``ij,ij->``, a
+  matrix-vector product) when it is memory-bound — the product of the extents
+  of all its letters is at most :data:`REDUCTION_FACTOR` times the size of its
+  largest operand — and that largest operand is computed in the region (a
+  matrix-vector product of an input matrix is one BLAS call, which a loop
+  kernel does not beat).  A matrix product is not memory-bound, and stays BLAS.
+
+A node joins its consumer's region only if that consumer reads it once and
+nothing else does (no value is computed twice, and no exponential blow-up of a
+shared subexpression), it is no output of the program, and — when it is an
+expensive function (``exp``, ``tanh`` …) — the region reads it at every loop
+index (a broadcast operand would recompute it once per broadcast element; such
+a node is materialized instead).  Whatever a region reads from outside is a
+kernel argument, read at the letters of its axes: transposes and broadcasts
+are index maps.
+
+A region becomes a kernel when it replaces at least :data:`MIN_OPERATIONS`
+NumPy calls and its loop runs at least :data:`FUSION_MIN_SIZE` = 1000
+iterations (the root's elements, times the extents it sums over).  Measured by
+``experiments/fusion_threshold.py`` (``results/fusion_threshold.json``; one
+thread, chains of 2–8 operations and the same chains summed, 10–10⁶ elements,
+the program's straight-line function fused against unfused): a kernel call
+(one Numba dispatch, about 1.6 µs with its output's allocation) is not slower
+than NumPy's calls at any size measured — two operations on 10 elements take
+1.6 µs fused against 1.9 µs — so the launch never decides.  The threshold is
+where the least-gaining region, two operations, becomes clearly faster (1.28×
+at 10³ elements, 1.39× at 3·10³, 1.6× from 3·10⁴; 1.2× below): under it a
+region saves a few tenths of a microsecond per call, too little to repay its
+compilation (0.1–0.5 s once, a few milliseconds from the disk cache), and
+small programs stay free of compiling.  Longer chains gain 1.3–2.6× at every
+size, sums of them 1.7–4×; memory-bound sizes (10⁶) 2–9×.
+
+Kernels compile on first use and are cached in memory by their source (and per
+argument type by Numba) and on disk under
+:func:`~jacacc.elementwise.kernels.kernel_cache_dir` (``$JACACC_CACHE_DIR``),
+so another process loads them without compiling.  Fusion needs Numba; without
+it, or with :data:`ENABLED` false (``JACACC_FUSION=0`` in the environment), or
+with ``Program(..., fuse_kernels=False)``, the evaluator runs node by node as
+before.  On CuPy arrays the interpreter evaluates each region node by node
+(:meth:`FusedKernel.reference`).
+
+Examples
+--------
+>>> from jacacc.tensor.expr import add, const, einsum, ones, unary, var
+>>> X, mu = var("X", (3, 4)), var("mu", (4,))
+>>> centered = add(X, einsum("j,i,->ij", mu, ones((3,)), const(-1.0)))
+>>> y = einsum("ij->j", unary("pow", centered, 2.0))
+>>> [region] = find_regions([y], min_size=0)
+>>> [n.kind for n in region.members], [n.param for n in region.inputs]
+(['einsum', 'add', 'unary', 'einsum'], ['X', 'mu'])
+>>> print(FusedKernel(region, np.float64).definition)
+fused[i0] = sum(s0, 0, 2, (x0[s0, i0] + -1 * x1[i0])**2)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jacacc import ops
+from jacacc.elementwise.parse import (
+    FUNCTIONS,
+    Affine,
+    Binary,
+    Call,
+    Condition,
+    Definition,
+    Guard,
+    Limit,
+    Node,
+    Number,
+    Power,
+    Read,
+    Summation,
+    chain,
+    expression_text,
+)
+from jacacc.tensor.expr import UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
+
+__all__ = ["ENABLED", "FUSION_MIN_SIZE", "MIN_OPERATIONS", "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel",
+           "Region", "find_regions", "fused_outputs", "numba_available"]
+
+#: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
+ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
+#: the fewest loop iterations a region needs to become a kernel (measured: module docstring)
+FUSION_MIN_SIZE = 1000
+#: the fewest NumPy operations a region needs to become a kernel (one alone gains nothing)
+MIN_OPERATIONS = 2
+#: a summing einsum is memory-bound, and fusable as a region's root, when the product of the
+#: extents of all its letters is at most this times the size of its largest operand
+REDUCTION_FACTOR = 1
+#: functions left out of regions: their kernel of ``f(x) * exp(x)`` took more than 1.5 times NumPy's
+#: three calls on 10⁵ elements (``results/fusion_threshold.json``, "functions"): NumPy runs SIMD
+#: implementations of them (SVML on AVX-512) where a kernel calls libm one element at a time, which
+#: also keeps LLVM from vectorizing the rest of the loop
+SLOW_IN_KERNELS = frozenset({"arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "cosh", "erf",
+                             "erfc", "exp2", "expm1", "log10", "log1p", "log2", "sinh", "tan"})
+#: the table's operations of two operands that are the kernel language's arithmetic
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+#: functions cheap enough to recompute per broadcast element rather than materialize
+_CHEAP = frozenset({"abs", "sign", "square", "relu", "heaviside", "reciprocal"})
+_ZERO = Affine.make({}, 0)
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """Nodes of an expression DAG evaluated by one kernel.
+
+    Attributes
+    ----------
+    root : Tensor
+        The node the kernel writes.
+    members : tuple of Tensor
+        The region's nodes, operands before users (``root`` last).
+    inputs : tuple of Tensor
+        What the kernel reads from outside, in the order of its arguments (scalar
+        constants and the unit tensors ``ones`` and δ are numbers in the kernel, not inputs).
+    work : int
+        The kernel's loop iterations: the root's elements times the extents it sums over.
+    operations : int
+        The NumPy operations the region replaces (:func:`_operations`).
+    """
+
+    root: Tensor
+    members: tuple[Tensor, ...]
+    inputs: tuple[Tensor, ...]
+    work: int
+    operations: int
+
+    def __repr__(self) -> str:
+        return (f"Region(root={self.root.describe()}, {len(self.members)} nodes, {self.operations} operations, "
+                f"inputs={[x.describe() for x in self.inputs]}, work={self.work})")
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a region's node is evaluated: its root's slot, the kernel indices it is read at (one
+    per axis) and the loop indices around it (the root's, and the sums it is inside)."""
+
+    root: int
+    names: tuple[str, ...]
+    context: frozenset[str]
+
+
+# ----------------------------------------------------------------------------- what may be fused
+def _einsum_parts(node: Tensor) -> tuple[list[str], str]:
+    inputs, _, out = node.param.partition("->")
+    return inputs.split(","), out
+
+
+def _is_delta(node: Tensor) -> bool:
+    return node.kind == "const" and node.param[0] == "delta"
+
+
+def _einsum_kind(node: Tensor) -> str | None:
+    """``"elementwise"``, ``"reduction"`` (memory-bound: :data:`REDUCTION_FACTOR`) or None."""
+    inputs, out = _einsum_parts(node)
+    if any(_is_delta(a) for a in node.args) or delta_expansion(node.param, node.args) is not None:
+        return None
+    if len(set(out)) != len(out) or any(len(set(t)) != len(t) for t in inputs):
+        return None  # a diagonal read or written
+    letters = set("".join(inputs))
+    if letters <= set(out):
+        return "elementwise"
+    extent = _extents(node)
+    largest = max(a.size for a in node.args)
+    if math.prod(extent[c] for c in letters | set(out)) <= REDUCTION_FACTOR * max(largest, 1):
+        return "reduction"
+    return None
+
+
+def _extents(node: Tensor) -> dict[str, int]:
+    inputs, out = _einsum_parts(node)
+    extent = {c: n for labels, a in zip(inputs, node.args, strict=True) for c, n in zip(labels, a.shape, strict=True)}
+    extent.update(zip(out, node.shape, strict=True))
+    return extent
+
+
+def _kind(node: Tensor, scatters: set[int]) -> str | None:
+    """How ``node`` may take part in a region: ``"elementwise"``, ``"reduction"`` (as a root
+    only) or None."""
+    if node.kind == "unary":
+        name, _ = node.param
+        if name in ("pow", "shift") or (name in FUNCTIONS and name not in SLOW_IN_KERNELS and len(node.args) == 1):
+            return "elementwise"
+        if ops.resolve(name) in _BINARY and len(node.args) == 2:
+            return "elementwise"
+        return None
+    if node.kind == "add":
+        return None if any(id(a) in scatters for a in node.args) else "elementwise"
+    if node.kind == "einsum" and id(node) not in scatters:
+        return _einsum_kind(node)
+    return None
+
+
+def _expensive(node: Tensor) -> bool:
+    """A function worth computing once per element rather than once per broadcast element."""
+    if node.kind != "unary":
+        return False
+    name, p = node.param
+    if name == "pow":
+        return p is None or not float(p).is_integer() or abs(p) > 4
+    return name in FUNCTIONS and name not in _CHEAP
+
+
+def _operations(node: Tensor) -> int:
+    """The NumPy calls of ``node`` run node by node: one per function, one per term of a sum after
+    the first, one per pairwise step of an einsum (a matrix-vector product is one BLAS call; a
+    transposition none)."""
+    if node.kind == "add":
+        return len(node.args) - 1
+    if node.kind == "einsum":
+        inputs, out = _einsum_parts(node)
+        return max(len(node.args) - 1, int(not set("".join(inputs)) <= set(out)))
+    return 1
+
+
+# ----------------------------------------------------------------------------- index layout
+def _sum_order(node: Tensor) -> list[str]:
+    """The letters a summing einsum sums over, outermost loop first: those its largest operand
+    lacks, then the largest operand's in the order of its axes (the last one innermost, contiguous)."""
+    inputs, out = _einsum_parts(node)
+    summed = [c for c in dict.fromkeys("".join(inputs)) if c not in out]
+    big = inputs[max(range(len(node.args)), key=lambda k: node.args[k].size)]
+    return sorted(summed, key=lambda c: big.index(c) if c in big else -1)
+
+
+def _sum_names(node: Tensor) -> dict[str, str]:
+    return {c: f"s{k}" for k, c in enumerate(_sum_order(node))}
+
+
+def _output_names(node: Tensor) -> tuple[str, ...]:
+    return tuple(f"i{k}" for k in range(node.ndim))
+
+
+def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -> _Place:
+    """Where operand ``position`` of ``consumer`` (at ``place``; ``root``: the region's root) is read."""
+    operand = consumer.args[position]
+    if consumer.kind != "einsum":
+        names = place.names if operand.shape == consumer.shape else ()
+        return _Place(place.root, names, place.context)
+    inputs, out = _einsum_parts(consumer)
+    letter = dict(zip(out, place.names, strict=True))
+    context = place.context
+    if root and consumer.kind == "einsum" and not set("".join(inputs)) <= set(out):
+        order = _sum_order(consumer)
+        sums = _sum_names(consumer)
+        letter.update(sums)
+        level = max((order.index(c) + 1 for c in inputs[position] if c in sums), default=0)
+        context = frozenset(place.names) | {sums[c] for c in order[:level]}
+    return _Place(place.root, tuple(letter[c] for c in inputs[position]), context)
+
+
+def _root_place(slot: int, node: Tensor) -> _Place:
+    names = _output_names(node)
+    context = frozenset(names)
+    if node.kind == "einsum" and _einsum_kind(node) == "reduction":
+        context |= set(_sum_names(node).values())
+    return _Place(slot, names, context)
+
+
+# ----------------------------------------------------------------------------- regions
+def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
+                 min_operations: int | None = None) -> list[Region]:
+    """The regions of the DAG of ``outputs`` worth a kernel (see the module docstring).
+
+    Parameters
+    ----------
+    outputs : sequence of Tensor
+        A program's outputs (never a member of a region; a region's root may be one).
+    min_size : int, optional
+        The fewest loop iterations of a region (default :data:`FUSION_MIN_SIZE`).
+    min_operations : int, optional
+        The fewest NumPy operations of a region (default :data:`MIN_OPERATIONS`).
+
+    Returns
+    -------
+    list of Region
+        In the order of their roots in the DAG (operands first).
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import einsum, unary, var
+    >>> A, x = var("A", (50, 50)), var("x", (50,))
+    >>> y = unary("tanh", unary("shift", einsum("ij,j->i", A, x), 1.0))
+    >>> [([n.kind for n in r.members], r.operations) for r in find_regions([y], min_size=0)]
+    [(['unary', 'unary'], 2)]
+    """
+    min_size = FUSION_MIN_SIZE if min_size is None else min_size
+    min_operations = MIN_OPERATIONS if min_operations is None else min_operations
+    nodes = nodes_of(outputs)
+    slot = {id(n): k for k, n in enumerate(nodes)}
+    consumers: dict[int, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for a in n.args:
+            consumers.setdefault(slot[id(a)], []).append(k)
+    keep = {slot[id(y)] for y in outputs}
+    scatters = {id(n) for n in nodes if n.kind == "einsum" and delta_expansion(n.param, n.args) is not None}
+    kinds = {k: kind for k, n in enumerate(nodes) if (kind := _kind(n, scatters)) is not None}
+
+    def joins(k: int, user: int, here: _Place) -> _Place | None:
+        """Where node ``k`` is read in the region of ``user`` (at ``here``), if it joins it."""
+        node = nodes[k]
+        if kinds.get(k) != "elementwise" or k in keep or consumers.get(k) != [user]:
+            return None
+        place = _operand_place(nodes[user], here, nodes[user].args.index(node), here.root == user)
+        if _expensive(node) and set(place.names) != place.context:
+            return None  # read at fewer indices than the loops around it: computed once, outside
+        return place
+
+    places: dict[int, _Place] = {}
+    for k in reversed(range(len(nodes))):
+        node = nodes[k]
+        if k not in kinds:
+            continue
+        users = consumers.get(k, [])
+        place = joins(k, users[0], places[users[0]]) if len(users) == 1 and users[0] in places else None
+        if place is None and kinds[k] == "reduction":
+            # a reduction reading only inputs at full size is one BLAS or NumPy call already
+            root = _root_place(k, node)
+            largest = max(a.size for a in node.args)
+            if not any(a.size == largest and joins(slot[id(a)], k, root) for a in node.args):
+                continue
+        places[k] = place or _root_place(k, node)
+    groups: dict[int, list[int]] = {}
+    for k, place in places.items():
+        groups.setdefault(place.root, []).append(k)
+    regions = []
+    for _, members in sorted(groups.items()):
+        region = _region(nodes, sorted(members))
+        if region.operations >= min_operations and region.work >= min_size:
+            regions.append(region)
+    return regions
+
+
+def _region(nodes: list[Tensor], members: list[int]) -> Region:
+    root = nodes[members[-1]]
+    work = math.prod(_extents(root).values()) if root.kind == "einsum" else root.size
+    # the inputs in the order the kernel first reads them (its argument order)
+    order = _Builder(root, {id(nodes[k]) for k in members})
+    order.body()
+    return Region(root, tuple(nodes[k] for k in members), tuple(order.inputs), work,
+                  sum(_operations(nodes[k]) for k in members))
+
+
+# ----------------------------------------------------------------------------- the kernel IR
+class _Builder:
+    """A region's body as the elementwise language's tree (:mod:`jacacc.elementwise.parse`)."""
+
+    def __init__(self, root: Tensor, inside: set[int]) -> None:
+        self.root = root
+        self.inside = inside
+        self.arguments: dict[int, str] = {}
+        self.inputs: list[Tensor] = []
+
+    def body(self) -> Node:
+        place = _root_place(0, self.root)
+        return self.value(self.root, place, root=True)
+
+    def value(self, node: Tensor, place: _Place, root: bool = False) -> Node:
+        if id(node) not in self.inside:
+            return self.read(node, place.names)
+        if node.kind == "unary":
+            return self.function(node, place)
+        operands = [self.value(a, _operand_place(node, place, k, root), root=False)
+                    for k, a in enumerate(node.args)]
+        if node.kind == "add":
+            return chain([("+", x) for x in operands])
+        inputs, out = _einsum_parts(node)
+        if set("".join(inputs)) <= set(out):
+            return _product([x for _, x in sorted(zip((len(t) for t in inputs), operands, strict=True),
+                                                  key=lambda pair: pair[0])])
+        return self.reduction(node, inputs, operands)
+
+    def function(self, node: Tensor, place: _Place) -> Node:
+        name, p = node.param
+        operands = [self.value(a, _operand_place(node, place, k, False)) for k, a in enumerate(node.args)]
+        if name == "pow":
+            return Power(0, operands[0], float(p))
+        if name == "shift":
+            return Binary(0, "+", operands[0], Number(0, float(p)))
+        if name in FUNCTIONS:
+            return Call(0, name, operands[0])
+        return Binary(0, _BINARY[ops.resolve(name)], operands[0], operands[1])
+
+    def reduction(self, node: Tensor, inputs: list[str], operands: list[Node]) -> Node:
+        """``factors · sum(s0, …, factors · sum(s1, …))``: each operand inside the innermost sum
+        over a letter it has, the sums outermost first (:func:`_sum_order`)."""
+        order = _sum_order(node)
+        extent = _extents(node)
+        levels: list[list[tuple[int, Node]]] = [[] for _ in range(len(order) + 1)]
+        for labels, operand in zip(inputs, operands, strict=True):
+            level = max((order.index(c) + 1 for c in labels if c in order), default=0)
+            levels[level].append((len(labels), operand))
+        names = _sum_names(node)
+        body: Node | None = None
+        for level in reversed(range(len(order) + 1)):
+            factors = [x for _, x in sorted(levels[level], key=lambda pair: pair[0])]
+            if body is not None:
+                c = order[level]
+                factors.append(Summation(0, names[c], (Limit(_ZERO),), (Limit(Affine.make({}, extent[c] - 1)),),
+                                         body))
+            body = _product(factors)
+        assert body is not None
+        return body
+
+    def read(self, node: Tensor, names: tuple[str, ...]) -> Node:
+        """An operand from outside the region read at ``names``; constants that are numbers inlined."""
+        if node.kind == "const" and node.shape == ():
+            return Number(0, float(node.value))
+        if node.kind == "const" and node.param[0] in ("ones", "zeros"):
+            return Number(0, 1.0 if node.param[0] == "ones" else 0.0)
+        if _is_delta(node):
+            return Guard(0, (Condition(Affine.of(names[0]) - Affine.of(names[1]), "=="),), Number(0, 1.0))
+        if id(node) not in self.arguments:
+            self.arguments[id(node)] = f"x{len(self.inputs)}"
+            self.inputs.append(node)
+        # a 0-d operand is passed as a vector of one element
+        return Read(0, self.arguments[id(node)], tuple(Affine.of(n) for n in names) or (_ZERO,))
+
+
+def _product(factors: list[Node]) -> Node:
+    """The product of ``factors`` (factors 1 dropped; 1 for none)."""
+    kept = [f for f in factors if not (isinstance(f, Number) and f.value == 1.0)]
+    if not kept:
+        return Number(0, 1.0)
+    return chain([("*", f) for f in kept])
+
+
+# ----------------------------------------------------------------------------- kernels
+class FusedKernel:
+    """A :class:`Region` compiled: the parameter of the ``fused`` node that replaces it in a program.
+
+    ``kernel(out, *inputs)`` (the Numba dispatcher, compiled on first use) fills ``out`` of
+    shape :attr:`kernel_shape` — the root's shape, or ``(1,)`` for a scalar root; a 0-d input
+    is passed as a vector of one element (:attr:`scalar_inputs`).
+
+    Parameters
+    ----------
+    region : Region
+    dtype : numpy dtype
+        The program's working dtype (the kernel's output).
+
+    Attributes
+    ----------
+    definition : Definition
+        The kernel IR: ``fused[i0, …] = …`` reading the inputs as ``x0, x1, …``.
+    interchange : bool
+        For a summing root: whether the sum's loop runs outside the last output index's
+        (:func:`~jacacc.elementwise.kernels.python_source`), chosen by the largest operand's layout.
+    parallel : bool
+        Whether the loop runs in parallel (``prange``): from
+        :data:`~jacacc.elementwise.kernels.PARALLEL_MIN_ELEMENTS` iterations.
+    flops : int
+        The region's FLOPs as the unfused program counts them.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import unary, var
+    >>> x = var("x", (4,))
+    >>> [region] = find_regions([unary("exp", unary("shift", x, 1.0))], min_size=0)
+    >>> kernel = FusedKernel(region, np.float64)
+    >>> print(kernel.definition)
+    fused[i0] = exp(x0[i0] + 1)
+    >>> np.allclose(kernel(np.zeros(4)), np.e)
+    True
+    """
+
+    def __init__(self, region: Region, dtype: Any) -> None:
+        from jacacc.elementwise.kernels import PARALLEL_MIN_ELEMENTS
+
+        self.region = region
+        self.dtype = np.dtype(dtype)
+        root = region.root
+        builder = _Builder(root, {id(n) for n in region.members})
+        body = builder.body()
+        assert builder.inputs == list(region.inputs)
+        indices = _output_names(root) or ("z",)
+        self.definition = Definition("fused", indices, body, f"fused[{', '.join(indices)}] = {expression_text(body)}")
+        self.arguments = [f"x{k}" for k in range(len(region.inputs))]
+        self.shape = root.shape
+        self.kernel_shape = root.shape or (1,)
+        self.scalar_inputs = tuple(x.shape == () for x in region.inputs)
+        self.interchange = _interchange(root)
+        self.parallel = region.work >= PARALLEL_MIN_ELEMENTS and root.ndim > 0 and not (
+            self.interchange and root.ndim == 1)
+        self.flops = sum(node_flops(n) for n in region.members)
+        self._kernel: Callable | None = None
+        self._failed = False
+
+    def __repr__(self) -> str:
+        return f"<FusedKernel {self.definition.source}>"
+
+    @property
+    def kernel(self) -> Callable:
+        """The Numba kernel (through :func:`~jacacc.elementwise.kernels.numba_kernel`, cached)."""
+        if self._kernel is None:
+            from jacacc.elementwise.kernels import numba_kernel
+
+            self._kernel = numba_kernel(self.definition, self.arguments, parallel=self.parallel,
+                                        interchange=self.interchange, cache=True)
+        return self._kernel
+
+    def run(self, out: np.ndarray, *arrays: Any) -> None:
+        """Fill ``out`` (:attr:`kernel_shape`) from the inputs (0-d ones as vectors of one element).
+        Where Numba cannot compile the kernel, the region is evaluated node by node instead
+        (with a warning, once)."""
+        if not self._failed:
+            try:
+                self.kernel(out, *arrays)
+                return
+            except Exception as exc:
+                from numba.core.errors import NumbaError
+
+                if not isinstance(exc, NumbaError):
+                    raise
+                self._failed = True
+                warnings.warn(f"jacacc.tensor could not compile the fused kernel {self.definition.source} "
+                              f"({type(exc).__name__}); it runs node by node", RuntimeWarning, stacklevel=2)
+        values = [a.reshape(()) if scalar else a for a, scalar in zip(arrays, self.scalar_inputs, strict=True)]
+        out[...] = np.reshape(self.reference(np, values), self.kernel_shape)
+
+    def __call__(self, *arrays: Any) -> np.ndarray:
+        """The root's value from the inputs' (NumPy arrays, in :attr:`Region.inputs` order)."""
+        out = np.empty(self.kernel_shape, dtype=self.dtype)
+        self.run(out, *(np.reshape(a, (1,)) if scalar else a
+                        for a, scalar in zip(arrays, self.scalar_inputs, strict=True)))
+        return out.reshape(self.shape)
+
+    def reference(self, xp: Any, arrays: Sequence[Any]) -> Any:
+        """The region evaluated node by node on the arrays of ``xp`` (NumPy or CuPy), as the
+        unfused program would: the interpreter's path, and the fallback."""
+        values: dict[int, Any] = {id(x): a for x, a in zip(self.region.inputs, arrays, strict=True)}
+        for node in self.region.members:
+            args = [values[id(a)] if id(a) in values else xp.asarray(a.value, dtype=self.dtype) for a in node.args]
+            if node.kind == "unary":
+                name, p = node.param
+                values[id(node)] = UNARY[name](xp, *args, p)
+            elif node.kind == "add":
+                total = args[0]
+                for term in args[1:]:
+                    total = total + term
+                values[id(node)] = total
+            else:
+                values[id(node)] = xp.einsum(node.param, *args)
+        return xp.asarray(values[id(self.region.root)], dtype=self.dtype)
+
+
+def _interchange(root: Tensor) -> bool:
+    """Whether a summing root's sum loop goes outside its last output index's: where that index is
+    the last axis of the largest operand (the rows of a matrix-vector product ``x·A`` are then
+    read contiguously)."""
+    if root.kind != "einsum" or root.ndim == 0:
+        return False
+    inputs, out = _einsum_parts(root)
+    if set("".join(inputs)) <= set(out):
+        return False
+    big = inputs[max(range(len(root.args)), key=lambda k: root.args[k].size)]
+    return bool(big) and big[-1] == out[-1]
+
+
+def numba_available() -> bool:
+    """Whether Numba imports (fusion is off without it)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | None = None) -> tuple[Tensor, ...]:
+    """``outputs`` with each region of :func:`find_regions` replaced by one node of kind
+    ``"fused"`` (its parameter a :class:`FusedKernel`, its operands the region's inputs);
+    ``outputs`` unchanged where there is none or Numba is missing.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import unary, var
+    >>> y = unary("exp", unary("shift", var("x", (1000,)), 1.0))
+    >>> [node.kind for node in fused_outputs([y], np.float64)] == (["fused"] if numba_available() else ["unary"])
+    True
+    """
+    regions = find_regions(outputs, min_size)
+    if not regions or not numba_available():
+        return tuple(outputs)
+    replaced = {id(r.root): r for r in regions}
+    new: dict[int, Tensor] = {}
+    for node in nodes_of(outputs):
+        region = replaced.get(id(node))
+        if region is not None:
+            args = tuple(new[id(x)] for x in region.inputs)
+            new[id(node)] = Tensor("fused", node.shape, args, FusedKernel(region, dtype))
+        else:
+            new[id(node)] = with_args(node, tuple(new[id(a)] for a in node.args))
+    return tuple(new[id(y)] for y in outputs)
+

@@ -1,0 +1,314 @@
+"""Fusion in the tensor evaluator (issue 26, item 2): regions of elementwise nodes as Numba kernels.
+
+Every test fuses every region whatever its size (``FUSION_MIN_SIZE`` set to 0)
+and writes kernels into a temporary cache directory.  Fused programs agree with
+the interpreter (which evaluates a region node by node) and with the unfused
+program at rtol 1e-12 — not bitwise: a kernel adds in another order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+from jacacc.tensor import fusion
+from jacacc.tensor.evaluate import Program
+from jacacc.tensor.expr import Tensor, add, const, delta, einsum, ones, unary, var
+
+pytest.importorskip("numba")
+
+RTOL = 1e-12
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("jacacc-cache")
+
+
+@pytest.fixture(autouse=True)
+def fuse_everything(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    monkeypatch.setattr(fusion, "FUSION_MIN_SIZE", 0)
+    monkeypatch.setattr(fusion, "ENABLED", True)
+    monkeypatch.setenv("JACACC_CACHE_DIR", str(cache_dir))
+
+
+def _close(got: Any, want: Any, rtol: float = RTOL) -> None:
+    want = np.asarray(want)
+    assert np.shape(got) == want.shape
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
+
+
+def _fused(program: Program) -> list[Any]:
+    return [n.param for n in program.nodes if n.kind == "fused"]
+
+
+# ----------------------------------------------------------------------------- objectives
+def _logistic_l2(w, X, y):
+    return np.sum(np.log1p(np.exp(-y * (X @ w)))) + 0.35 * np.sum(w * w)
+
+
+def _gaussian_nll(mu, logvar, X):
+    return 0.5 * np.sum((X - mu) ** 2 / np.exp(logvar) + logvar)
+
+
+def _gaussian_nll_logvar(logvar, mu, X):
+    return _gaussian_nll(mu, logvar, X)
+
+
+def _cubic(x, a):
+    return np.sum(a * x**3 - 2 * x**2 + np.sin(x) * x + x / (1 + x**2))
+
+
+def _softmax(W, X, Y):
+    logits = X @ W.T
+    z = logits - np.max(logits, axis=1, keepdims=True)
+    return -np.sum(Y * (z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))))
+
+
+def _pseudo_huber(w, X, y):
+    r = (X @ w - y) / 0.7
+    return np.sum(0.49 * (np.sqrt(1 + r**2) - 1))
+
+
+def _tanh_mlp(W1, X, w2, y):
+    return np.sum((np.tanh(X @ W1.T) @ w2 - y) ** 2)
+
+
+def _objectives() -> dict[str, tuple[Callable, tuple]]:
+    rng = np.random.default_rng(0)
+    n, d, k = 7, 4, 3
+    X = rng.standard_normal((n, d))
+    return {
+        "logistic + L2": (_logistic_l2, (rng.standard_normal(d), X, rng.choice([-1.0, 1.0], n))),
+        "Gaussian NLL (mu)": (_gaussian_nll, (rng.standard_normal(d), rng.standard_normal(d), X)),
+        "Gaussian NLL (logvar)": (_gaussian_nll_logvar, (rng.standard_normal(d), rng.standard_normal(d), X)),
+        "cubic score": (_cubic, (rng.standard_normal(6), rng.standard_normal(6))),
+        "softmax keepdims": (_softmax, (rng.standard_normal((k, d)), X, np.eye(k)[rng.integers(0, k, n)])),
+        "pseudo-Huber": (_pseudo_huber, (rng.standard_normal(d), X, rng.standard_normal(n))),
+        "tanh MLP": (_tanh_mlp, (rng.standard_normal((5, d)), X, rng.standard_normal(5), rng.standard_normal(n))),
+    }
+
+
+OBJECTIVES = _objectives()
+
+
+@pytest.mark.parametrize("quantity", ["gradient", "hessian"])
+@pytest.mark.parametrize("name", list(OBJECTIVES))
+def test_fused_programs_agree_with_the_interpreter_and_unfused(name: str, quantity: str) -> None:
+    f, args = OBJECTIVES[name]
+    transform = jt.grad(f) if quantity == "gradient" else jt.hessian(f)
+    got = transform(*args)
+    (program,) = transform.plans.values()
+    assert _fused(program), f"{name}: no region fused"
+    arrays = [np.asarray(a, dtype=np.float64) for a in args]
+    _close(got, program.interpret(np, arrays)[0])
+    unfused = Program(program.outputs, program.inputs, program.dtype, fuse_kernels=False)
+    assert not _fused(unfused)
+    _close(got, unfused(*arrays)[0])
+    assert program.flops == unfused.flops
+
+
+# ----------------------------------------------------------------------------- regions
+def _centered_squares(n: int = 5, m: int = 4) -> tuple[Tensor, Tensor, Tensor]:
+    X, mu = var("X", (n, m)), var("mu", (m,))
+    centered = add(X, einsum("j,i,->ij", mu, ones((n,)), const(-1.0)))
+    return einsum("ij->j", unary("pow", centered, 2.0)), X, mu
+
+
+def test_region_of_a_broadcast_subtraction_and_a_column_sum() -> None:
+    y, X, mu = _centered_squares()
+    [region] = fusion.find_regions([y], min_size=0)
+    assert region.root is y
+    assert [n.kind for n in region.members] == ["einsum", "add", "unary", "einsum"]
+    assert region.inputs == (X, mu)  # the ones tensor and -1 are numbers in the kernel
+    assert region.work == 20 and region.operations == 5  # -1·mu·1, +, **2, the sum
+    kernel = fusion.FusedKernel(region, np.float64)
+    assert kernel.definition.source == "fused[i0] = sum(s0, 0, 4, (x0[s0, i0] + -1 * x1[i0])**2)"
+    assert kernel.interchange  # the column sum runs over rows of X
+    rng = np.random.default_rng(1)
+    x, m = rng.standard_normal((5, 4)), rng.standard_normal(4)
+    _close(kernel(x, m), np.sum((x - m) ** 2, axis=0))
+
+
+def test_a_shared_node_an_output_and_an_expensive_broadcast_are_materialized() -> None:
+    x, z, v = var("x", (6,)), var("z", (6,)), var("v", (3,))
+    t = unary("exp", x)  # read twice: never recomputed
+    y = add(unary("shift", t, 1.0), einsum("i,i->i", t, z))
+    s = unary("tanh", y)
+    w = einsum("i,ij->ij", unary("exp", v), einsum("ij,ij->ij", var("A", (3, 6)), var("B", (3, 6))))
+    regions = fusion.find_regions([s, y, w], min_size=0)
+    by_root = {id(r.root): r for r in regions}
+    # y is an output: the root of its own region, not a member of tanh's
+    assert id(y) in by_root and id(s) not in by_root
+    assert [n.kind for n in by_root[id(y)].members] == ["unary", "einsum", "add"]
+    assert by_root[id(y)].inputs == (t, z)
+    assert all(t not in r.members for r in regions)
+    # exp(v) would be recomputed per column of the product: computed once by NumPy instead
+    assert [n.kind for n in by_root[id(w)].members] == ["einsum", "einsum"]
+    assert by_root[id(w)].inputs[0] is unary("exp", v)
+
+
+def test_blas_contractions_are_never_fused() -> None:
+    A, B, x = var("A", (8, 8)), var("B", (8, 8)), var("x", (8,))
+    product = einsum("ij,jk->ik", unary("exp", A), B)  # a matrix product: not memory-bound
+    y = unary("tanh", unary("shift", product, 1.0))
+    mv = einsum("i,ij,j->i", unary("shift", unary("exp", x), 2.0), A, x)  # matvec of an input: one BLAS call
+    regions = fusion.find_regions([y, mv], min_size=0)
+    members = [m for r in regions for m in r.members]
+    assert all(m is not product and m is not mv for m in members)
+    # a summing root is memory-bound: its loop runs no longer than its largest operand is big
+    assert all(r.work <= max(a.size for a in r.root.args) for r in regions if r.root.kind == "einsum")
+    program = Program([y, mv], [A, B, x])
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((8, 8)), rng.standard_normal((8, 8)), rng.standard_normal(8)]
+    for got, want in zip(program(*arrays), Program([y, mv], [A, B, x], fuse_kernels=False)(*arrays), strict=True):
+        _close(got, want)
+    assert "@" in program._straight_line.source
+
+
+@pytest.mark.parametrize("subscripts", ["ij->i", "ij->j", "ij->", "ij,j->i", "ij,i->j"])
+def test_reductions_of_computed_operands(subscripts: str) -> None:
+    A, v = var("A", (5, 7)), var("v", (7,))
+    w = var("w", (5,))
+    square = unary("pow", unary("shift", A, 0.5), 2.0)
+    operands = {"ij->i": (square,), "ij->j": (square,), "ij->": (square,), "ij,j->i": (square, v),
+                "ij,i->j": (square, w)}[subscripts]
+    y = unary("sqrt", unary("shift", unary("pow", einsum(subscripts, *operands), 2.0), 1.0))
+    program = Program([y], [A, v, w])
+    assert _fused(program)
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((5, 7)), rng.standard_normal(7), rng.standard_normal(5)]
+    _close(program(*arrays)[0], Program([y], [A, v, w], fuse_kernels=False)(*arrays)[0])
+    _close(program(*arrays)[0], program.interpret(np, arrays)[0])
+
+
+def test_scalar_inputs_and_delta_terms() -> None:
+    lam, x = var("lam", ()), var("x", (4,))
+    y = einsum(",i->i", lam, unary("exp", unary("shift", x, 1.0)))
+    M = add(unary("tanh", einsum("i,j->ij", x, x)), delta(4))  # δ read as a bracket
+    program = Program([y, M], [lam, x])
+    assert len(_fused(program)) == 2
+    arrays = [np.asarray(0.3), np.linspace(-1.0, 1.0, 4)]
+    for got, want in zip(program(*arrays), Program([y, M], [lam, x], fuse_kernels=False)(*arrays), strict=True):
+        _close(got, want)
+
+
+def test_float32_programs_stay_float32() -> None:
+    f, args = OBJECTIVES["Gaussian NLL (mu)"]
+    args32 = [np.asarray(a, dtype=np.float32) for a in args]
+    g = jt.grad(f)
+    got = g(*args32)
+    (program,) = g.plans.values()
+    assert _fused(program) and program.dtype == np.float32
+    assert got.dtype == np.float32
+    _close(got, jt.grad(f)(*args), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- caches and switches
+def test_a_second_program_reuses_the_compiled_kernel() -> None:
+    y, X, mu = _centered_squares(6, 3)
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((6, 3)), rng.standard_normal(3)]
+    first = Program([y], [X, mu])
+    first(*arrays)
+    [kernel] = _fused(first)
+    compiled = dict(kernel.kernel.overloads)
+    second = Program([y], [X, mu])
+    second(*arrays)
+    [again] = _fused(second)
+    assert again is not kernel and again.kernel is kernel.kernel
+    assert dict(again.kernel.overloads) == compiled  # no new compilation
+
+
+def test_kernels_are_cached_on_disk_for_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JACACC_CACHE_DIR", str(tmp_path))
+    script = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        from jacacc.tensor import fusion
+        from jacacc.tensor.evaluate import Program
+        from jacacc.tensor.expr import einsum, unary, var
+        fusion.FUSION_MIN_SIZE = 0
+        x = var("x", (5,))
+        y = einsum("i->", unary("tanh", unary("shift", x, 0.123456789)))
+        program = Program([y], [x])
+        program(np.linspace(0.0, 1.0, 5))
+        [kernel] = [n.param for n in program.nodes if n.kind == "fused"]
+        stats = kernel.kernel.stats
+        print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+    """)
+
+    def run() -> dict[str, int]:
+        env = {**os.environ, "JACACC_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True,
+                              timeout=120)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run() == {"hits": 0, "misses": 1}  # compiled, and written
+    sources = list((tmp_path / "kernels").glob("k*.py"))
+    assert len(sources) == 1
+    assert list((tmp_path / "kernels" / "__pycache__").glob(f"{sources[0].stem}.*.nbi"))
+    assert run() == {"hits": 1, "misses": 0}  # loaded, not compiled
+
+
+def test_an_unwritable_cache_directory_keeps_kernels_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jacacc.elementwise import kernels
+
+    monkeypatch.setenv("JACACC_CACHE_DIR", "")
+    assert kernels.kernel_cache_dir() is None
+    x = var("x", (4,))
+    program = Program([unary("exp", unary("shift", x, 0.987654321))], [x])
+    _close(program(np.zeros(4))[0], np.exp(np.full(4, 0.987654321)))
+
+
+def test_without_numba_the_program_runs_unfused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    assert not fusion.numba_available()
+    f, args = OBJECTIVES["cubic score"]
+    g = jt.grad(f)
+    got = g(*args)
+    (program,) = g.plans.values()
+    assert not _fused(program)
+    _close(got, program.interpret(np, [np.asarray(a) for a in args])[0])
+
+
+def test_fusion_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    y, X, mu = _centered_squares()
+    assert _fused(Program([y], [X, mu]))
+    assert not _fused(Program([y], [X, mu], fuse_kernels=False))
+    monkeypatch.setattr(fusion, "ENABLED", False)
+    assert not _fused(Program([y], [X, mu]))
+    assert _fused(Program([y], [X, mu], fuse_kernels=True))
+
+
+def test_regions_below_the_threshold_stay_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fusion, "FUSION_MIN_SIZE", 21)
+    y, X, mu = _centered_squares()  # 20 iterations
+    assert not _fused(Program([y], [X, mu]))
+    assert fusion.find_regions([y], min_operations=5) == []
+
+
+def test_the_threshold_experiment_records_its_measurements(tmp_path: Path) -> None:
+    from experiment_scripts import load_experiment
+
+    from jacacc.bench import read_record
+
+    experiment = load_experiment("fusion_threshold")
+    assert experiment.main(["--quick", "--out", str(tmp_path)]) == 0
+    record = read_record(tmp_path / "results" / "fusion_threshold.json")["results"]
+    assert {(r["kind"], r["operations"], r["n"]) for r in record["rows"]} == {
+        (kind, k, n) for kind in ("elementwise", "reduction") for k in (2, 3) for n in (100, 1000)}
+    assert all(r["kernels"] == 1 and r["fused_us"] > 0 for r in record["rows"])
+    assert [r["function"] for r in record["functions"]] == ["exp", "log1p"]
