@@ -312,3 +312,15 @@ def test_the_threshold_experiment_records_its_measurements(tmp_path: Path) -> No
         (kind, k, n) for kind in ("elementwise", "reduction") for k in (2, 3) for n in (100, 1000)}
     assert all(r["kernels"] == 1 and r["fused_us"] > 0 for r in record["rows"])
     assert [r["function"] for r in record["functions"]] == ["exp", "log1p"]
+
+
+def test_a_region_reading_an_input_transposed_stays_numpy() -> None:
+    """NumPy's result of a transposed operand keeps the operand's memory order, which the
+    contractions after it were planned for; a kernel writes C order (the ten-layer net's
+    reverse-mode Hessian ran its einsums twice as long), so such a region is not fused —
+    while the same region reading in loop order is."""
+    a, b = var("a transposed", (3, 4)), var("b transposed", (4, 3))
+    c = var("c in order", (3, 4))
+    assert fusion.find_regions([unary("exp", add(a, einsum("ji->ij", b)))], min_size=0) == []
+    [region] = fusion.find_regions([unary("exp", add(a, c))], min_size=0)
+    assert not region.transposed and {x.param for x in region.inputs} == {"a transposed", "c in order"}

@@ -102,6 +102,7 @@ from jacacc.elementwise.parse import (
     Summation,
     chain,
     expression_text,
+    walk,
 )
 from jacacc.tensor.expr import UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
 
@@ -147,6 +148,12 @@ class Region:
         The kernel's loop iterations: the root's elements times the extents it sums over.
     operations : int
         The NumPy operations the region replaces (:func:`_operations`).
+    transposed : bool
+        Whether the kernel reads an input of two or more axes in another order than its own
+        loops (a transpose).  Such a region is not fused: NumPy's result of a transposed
+        operand keeps the operand's memory order, which the contractions after it were
+        planned for, while a kernel writes C order — measured on the ten-layer net's
+        reverse-mode Hessian, its einsums then took twice as long as the whole kernel saved.
     """
 
     root: Tensor
@@ -154,6 +161,7 @@ class Region:
     inputs: tuple[Tensor, ...]
     work: int
     operations: int
+    transposed: bool = False
 
     def __repr__(self) -> str:
         return (f"Region(root={self.root.describe()}, {len(self.members)} nodes, {self.operations} operations, "
@@ -356,7 +364,7 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
     regions = []
     for _, members in sorted(groups.items()):
         region = _region(nodes, sorted(members))
-        if region.operations >= min_operations and region.work >= min_size:
+        if region.operations >= min_operations and region.work >= min_size and not region.transposed:
             regions.append(region)
     return regions
 
@@ -366,9 +374,26 @@ def _region(nodes: list[Tensor], members: list[int]) -> Region:
     work = math.prod(_extents(root).values()) if root.kind == "einsum" else root.size
     # the inputs in the order the kernel first reads them (its argument order)
     order = _Builder(root, {id(nodes[k]) for k in members})
-    order.body()
+    body = order.body()
     return Region(root, tuple(nodes[k] for k in members), tuple(order.inputs), work,
-                  sum(_operations(nodes[k]) for k in members))
+                  sum(_operations(nodes[k]) for k in members), _reads_transposed(body))
+
+
+def _reads_transposed(body: Node) -> bool:
+    """Whether a read of two or more output loop indices takes them out of loop order."""
+    for node in walk(body):
+        if not isinstance(node, Read):
+            continue
+        loops = []
+        for index in node.indices:
+            if len(index.coeffs) != 1 or not isinstance(index.coeffs[0][0], str):
+                continue
+            name = index.coeffs[0][0]
+            if name.startswith("i") and name[1:].isdigit():
+                loops.append(int(name[1:]))
+        if len(loops) >= 2 and loops != sorted(loops):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------- the kernel IR
