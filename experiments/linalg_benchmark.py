@@ -136,7 +136,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import time_call, write_record
+from jacacc.bench import sibling_script, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "linalg_benchmark"
@@ -162,17 +162,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # =========================================================================== sibling scripts, threads
 def sibling(name: str) -> Any:
     """The module ``experiments/<name>.py`` (loaded once), or None where the file does not exist."""
-    key = f"_linalg_benchmark_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    path = os.path.join(HERE, f"{name}.py")
-    if not os.path.exists(path):
-        return None
-    spec = importlib.util.spec_from_file_location(key, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return sibling_script(HERE, name, "_linalg_benchmark")
 
 
 def pin_threads(threads: int) -> dict[str, Any]:

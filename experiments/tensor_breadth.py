@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import math
 import os
 import statistics
@@ -86,7 +85,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import time_call, write_record
+from jacacc.bench import sibling_script, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_breadth"
@@ -763,17 +762,7 @@ def print_table(record: dict) -> None:
 # =========================================================================== threads
 def sibling(name: str) -> Any:
     """The module ``experiments/<name>.py`` (loaded once), or None where the file does not exist."""
-    key = f"_tensor_breadth_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    path = os.path.join(HERE, f"{name}.py")
-    if not os.path.exists(path):
-        return None
-    spec = importlib.util.spec_from_file_location(key, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return sibling_script(HERE, name, "_tensor_breadth")
 
 
 @contextlib.contextmanager

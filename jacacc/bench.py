@@ -118,6 +118,31 @@ def read_record(path: str | os.PathLike) -> dict[str, Any]:
     return record
 
 
+def sibling_script(directory: str | os.PathLike, name: str, prefix: str) -> Any:
+    """The script ``directory/<name>.py`` loaded once as the module ``<prefix>_<name>`` (an
+    experiment reusing another's helpers), or None where the file does not exist.
+
+    Examples
+    --------
+    >>> sibling_script(".", "no_such_script", "doc") is None
+    True
+    """
+    import importlib.util
+    import sys
+
+    key = f"{prefix}_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    path = os.path.join(directory, f"{name}.py")
+    if not os.path.exists(path):
+        return None
+    spec = importlib.util.spec_from_file_location(key, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
 def time_call(fn: Callable[[], Any], *, repeat: int = 3, min_time: float = 0.0) -> float:
     """Best wall-clock seconds of ``repeat`` calls of ``fn()`` (each call repeated
     until it has run ``min_time`` seconds, then averaged)."""
