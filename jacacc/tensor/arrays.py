@@ -87,7 +87,7 @@ import numpy as np
 
 from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
-from jacacc.tensor.expr import Tensor
+from jacacc.tensor.expr import Tensor, index_letters
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 from jacacc.tensor.trace import Traced, _elementwise_product, _node, register_function, register_method
 
@@ -99,10 +99,6 @@ Shape = tuple[int, ...]
 
 #: NumPy's marker for an argument that was not passed (``initial=``, ``where=``)
 _NO_VALUE = getattr(np, "_NoValue", object())
-
-
-def _letters(n: int, start: int = 0) -> str:
-    return "".join(E.symbol(k) for k in range(start, start + n))
 
 
 # ---------------------------------------------------------------------------- argument checks
@@ -158,7 +154,7 @@ def insert_unit_axes(t: Tensor, positions: Sequence[int]) -> Tensor:
     positions = sorted(positions)
     if not positions:
         return t
-    letters = _letters(t.ndim + len(positions))
+    letters = index_letters(t.ndim + len(positions))
     kept = "".join(c for k, c in enumerate(letters) if k not in positions)
     new = "".join(letters[k] for k in positions)
     return E.einsum(f"{kept},{new}->{letters}", t, E.ones((1,) * len(positions)))
@@ -172,7 +168,7 @@ def drop_unit_axes(t: Tensor, positions: Sequence[int]) -> Tensor:
     """
     if not positions:
         return t
-    letters = _letters(t.ndim)
+    letters = index_letters(t.ndim)
     return E.einsum(f"{letters}->" + "".join(c for k, c in enumerate(letters) if k not in positions), t)
 
 
@@ -182,7 +178,7 @@ def reduce_sum(t: Tensor, axes: Sequence[int], keepdims: bool = False) -> Tensor
     >>> reduce_sum(E.var("x", (2, 3)), (1,), keepdims=True).shape
     (2, 1)
     """
-    letters = _letters(t.ndim)
+    letters = index_letters(t.ndim)
     total = E.einsum(f"{letters}->" + "".join(c for k, c in enumerate(letters) if k not in axes), t)
     return insert_unit_axes(total, axes) if keepdims else total
 
@@ -191,14 +187,14 @@ def _spread(t: Tensor, axes: Sequence[int], shape: Shape) -> Tensor:
     """A reduced ``t`` (``axes`` of ``shape`` removed) broadcast back along those axes."""
     if not axes:
         return t
-    letters = _letters(len(shape))
+    letters = index_letters(len(shape))
     kept = "".join(c for k, c in enumerate(letters) if k not in axes)
     new = "".join(letters[k] for k in axes)
     return E.einsum(f"{kept},{new}->{letters}", t, E.ones(tuple(shape[k] for k in axes)))
 
 
 def _hadamard(a: Tensor, b: Tensor) -> Tensor:
-    s = _letters(a.ndim)
+    s = index_letters(a.ndim)
     return E.einsum(f"{s},{s}->{s}", a, b)
 
 
@@ -214,7 +210,7 @@ def transpose_node(t: Tensor, order: Sequence[int]) -> Tensor:
     >>> transpose_node(E.var("x", (2, 3, 4)), (2, 0, 1)).shape
     (4, 2, 3)
     """
-    letters = _letters(t.ndim)
+    letters = index_letters(t.ndim)
     return E.einsum(f"{letters}->" + "".join(letters[k] for k in order), t)
 
 
@@ -233,7 +229,7 @@ def broadcast_node(t: Tensor, shape: Shape, name: str = "np.broadcast_to") -> Te
     if t.shape == shape:
         return t
     offset = len(shape) - t.ndim
-    letters = _letters(len(shape))
+    letters = index_letters(len(shape))
     mine = letters[offset:]
     kept = "".join(c for c, n, m in zip(mine, t.shape, shape[offset:], strict=True) if n == m)
     if kept != mine:  # a length-1 axis against a longer one: drop it, the ones below spread it
@@ -562,7 +558,7 @@ def _product(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     zero, nonzero, sign, *exactly = (_locally_constant(m) for m in apply_operator("prod_masks", [x], axes=axes))
     y = E.add(_hadamard(x, nonzero), zero)                               # x, with 1 where x is 0
     logs = reduce_sum(E.unary("log", E.unary("abs", y)), axes)
-    full = _letters(x.ndim)
+    full = index_letters(x.ndim)
     part = "".join(c for k, c in enumerate(full) if k not in axes)
     # P₂ = [c=0] + [c=1]·e₁ + [c=2]·e₂ of u = x∘Z:  e₁ = Σu,  e₂ = (e₁² − Σu²)/2 and u² = x²∘Z
     e1 = E.einsum(f"{full},{full}->{part}", x, zero)
@@ -1191,8 +1187,8 @@ def matmul_nodes(a: Tensor, b: Tensor) -> Tensor:
     except ValueError:
         raise UnsupportedOperationError(f"np.matmul: the batch axes of shapes {a.shape} and {b.shape} do not "
                                         "broadcast") from None
-    letters = _letters(len(batch))
-    i, j, k = _letters(3, len(batch))
+    letters = index_letters(len(batch))
+    i, j, k = index_letters(3, len(batch))
 
     def batch_labels(t: Tensor, own: Shape) -> tuple[Tensor, str]:
         mine = letters[len(batch) - len(own):]
@@ -1219,7 +1215,7 @@ def dot_nodes(a: Tensor, b: Tensor) -> Tensor:
     summed_b = 0 if b.ndim == 1 else b.ndim - 2
     if a.shape[-1] != b.shape[summed_b]:
         raise UnsupportedOperationError(f"np.dot: shapes {a.shape} and {b.shape} are not aligned")
-    la, lb = _letters(a.ndim), list(_letters(b.ndim, a.ndim))
+    la, lb = index_letters(a.ndim), list(index_letters(b.ndim, a.ndim))
     lb[summed_b] = la[-1]
     lb = "".join(lb)
     return E.einsum(f"{la},{lb}->{la[:-1]}{lb.replace(la[-1], '')}", a, b)
@@ -1245,7 +1241,7 @@ def _np_tensordot(a: Any, b: Any, axes: Any = 2) -> Traced:
             or any(x.shape[p] != y.shape[q] for p, q in zip(ax, ay, strict=True)):
         raise TraceError(f"np.tensordot: axes {axes!r} do not pair up axes of equal length in shapes "
                          f"{x.shape} and {y.shape}")
-    lx, ly = _letters(x.ndim), list(_letters(y.ndim, x.ndim))
+    lx, ly = index_letters(x.ndim), list(index_letters(y.ndim, x.ndim))
     for p, q in zip(ax, ay, strict=True):
         ly[q] = lx[p]
     ly = "".join(ly)
@@ -1258,7 +1254,7 @@ def _np_kron(a: Any, b: Any) -> Traced:
     x, y = _node(a), _node(b)
     nd = max(x.ndim, y.ndim)
     x, y = _at_least(x, nd), _at_least(y, nd)
-    lx, ly = _letters(nd), _letters(nd, nd)
+    lx, ly = index_letters(nd), index_letters(nd, nd)
     # the outer product with each pair of axes side by side, then each pair merged (C order)
     outer = E.einsum(f"{lx},{ly}->" + "".join(p + q for p, q in zip(lx, ly, strict=True)), x, y)
     return Traced(reshape_node(outer, tuple(m * n for m, n in zip(x.shape, y.shape, strict=True))))

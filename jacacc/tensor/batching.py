@@ -41,7 +41,18 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
-from jacacc.tensor.expr import Tensor, add, einsum, elementwise, nodes_of, ones, symbol, unary, zeros
+from jacacc.tensor.expr import (
+    Tensor,
+    add,
+    einsum,
+    elementwise,
+    index_letters,
+    nodes_of,
+    ones,
+    symbol,
+    unary,
+    zeros,
+)
 
 __all__ = ["UNROLL_LIMIT", "batched", "spread", "unrolled"]
 
@@ -49,10 +60,6 @@ __all__ = ["UNROLL_LIMIT", "batched", "spread", "unrolled"]
 UNROLL_LIMIT = 4096
 
 Shape = tuple[int, ...]
-
-
-def _letters(n: int, start: int = 0) -> str:
-    return "".join(symbol(k) for k in range(start, start + n))
 
 
 def spread(t: Tensor, batch_shape: Shape) -> Tensor:
@@ -64,7 +71,7 @@ def spread(t: Tensor, batch_shape: Shape) -> Tensor:
     """
     if not batch_shape:
         return t
-    b, own = _letters(len(batch_shape)), _letters(t.ndim, len(batch_shape))
+    b, own = index_letters(len(batch_shape)), index_letters(t.ndim, len(batch_shape))
     return einsum(f"{b},{own}->{b}{own}", ones(batch_shape), t)
 
 

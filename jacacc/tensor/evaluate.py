@@ -204,6 +204,11 @@ def _scatter_add(xp: Any, total: Any, diagonals: _Diagonals, core: Any) -> None:
     view += 1 if core is None else diagonals.core(core)
 
 
+def _shape_error(name: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
+    """Refuse an argument of another shape than the program was planned for."""
+    raise ValueError(f"argument {name!r} has shape {tuple(got)}, the program was built for {expected}")
+
+
 def _accumulate(values: dict[int, Any], owned: set[int], k: int, term: Any, term_owned: bool) -> None:
     """Add ``term`` into the running sum ``values[k]``: in place where the sum's buffer is
     owned (no other slot holds it), else into ``term``'s buffer where that is owned,
@@ -461,7 +466,7 @@ class Program:
         for slot, a, x in zip(self._input_slots, arrays, self.inputs, strict=True):
             if slot is not None:
                 if tuple(a.shape) != x.shape:
-                    raise ValueError(f"argument {x.param!r} has shape {tuple(a.shape)}, the program was built for {x.shape}")
+                    _shape_error(x.param, a.shape, x.shape)
                 values[slot] = a
         owned: set[int] = set()  # running sums whose buffer no other slot holds
         for (k, kind, op, args, free), into in zip(self._steps, self._into, strict=True):

@@ -283,16 +283,21 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
 
 def _broadcast_scalar(scalar: float, shape: Shape) -> Tensor:
     return ones(shape) if scalar == 1.0 else _intern("einsum", shape, (const(scalar), ones(shape)),
-                                                     "," + _letters(len(shape)) + "->" + _letters(len(shape)))
+                                                     "," + index_letters(len(shape)) + "->" + index_letters(len(shape)))
 
 
-def _letters(n: int) -> str:
-    return "".join(symbol(k) for k in range(n))
+def index_letters(n: int, start: int = 0) -> str:
+    """The einsum index letters ``symbol(start) … symbol(start + n - 1)``.
+
+    >>> index_letters(3), index_letters(2, 3)
+    ('ijk', 'lm')
+    """
+    return "".join(symbol(k) for k in range(start, start + n))
 
 
 def scale(factor: float, a: Tensor) -> Tensor:
     """``factor · a`` as an einsum with a scalar constant."""
-    labels = _letters(a.ndim)
+    labels = index_letters(a.ndim)
     return einsum(f",{labels}->{labels}", const(factor), a)
 
 
@@ -364,7 +369,7 @@ def elementwise(name: str, *args: Tensor) -> Tensor:
 
 
 def _broadcast_scalar_node(a: Tensor, shape: Shape) -> Tensor:
-    labels = _letters(len(shape))
+    labels = index_letters(len(shape))
     return einsum(f",{labels}->{labels}", a, ones(shape))
 
 

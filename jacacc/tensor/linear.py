@@ -36,17 +36,13 @@ import itertools
 import math
 
 from jacacc.tensor.batching import batched
-from jacacc.tensor.expr import Tensor, einsum, symbol, var, zeros
+from jacacc.tensor.expr import Tensor, einsum, index_letters, var, zeros
 from jacacc.tensor.factor import Factor, FactorSum, add_factors, materialize, product_of
 
 __all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed",
            "accumulate_by_sweeps", "add_partials", "chain"]
 
 Shape = tuple[int, ...]
-
-
-def _letters(n: int, start: int = 0) -> str:
-    return "".join(symbol(k) for k in range(start, start + n))
 
 
 Jacobian = Factor | FactorSum
@@ -61,7 +57,7 @@ def _plus(x: Jacobian | None, y: Jacobian | None) -> Jacobian | None:
 def _jacobian(tensor: Tensor, batch_shape: Shape, shape: Shape, reverse: bool) -> Factor:
     """A tensor of shape ``batch_shape + shape`` as the factor ∂start/∂v (``reverse``: the
     batch axes are ``start``'s, its ``out``) or ∂v/∂start (the batch axes its ``inp``)."""
-    b, v = _letters(len(batch_shape)), _letters(len(shape), len(batch_shape))
+    b, v = index_letters(len(batch_shape)), index_letters(len(shape), len(batch_shape))
     if reverse:
         return Factor.from_letters(tensor, b + v, b, v, batch_shape, shape)
     return Factor.from_letters(tensor, b + v, v, b, shape, batch_shape)
@@ -73,7 +69,7 @@ def _batch_first(jac: Jacobian, batch_shape: Shape, reverse: bool) -> Tensor:
     if reverse:
         return dense
     nv = dense.ndim - len(batch_shape)
-    letters = _letters(dense.ndim)
+    letters = index_letters(dense.ndim)
     return einsum(f"{letters}->{letters[nv:]}{letters[:nv]}", dense)
 
 
@@ -277,7 +273,7 @@ def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: 
         if start not in shape:
             continue
         side = shape[start]
-        letters = _letters(len(side))
+        letters = index_letters(len(side))
         seed = Factor.from_letters(None, "", letters, letters, side, side)  # the identity: every seed at once
         reached = _sweep(partials, preds if reverse else succs, order[::-1] if reverse else order,
                          start, seed, side, reverse)
@@ -287,7 +283,7 @@ def accumulate_by_sweeps(partials: dict[tuple, Partial], inputs: list, outputs: 
             jac = reached.get(e)
             if jac is None:
                 out_shape, inp_shape = (side, shape[e]) if reverse else (shape[e], side)
-                out_l, inp_l = _letters(len(out_shape)), _letters(len(inp_shape), len(out_shape))
+                out_l, inp_l = index_letters(len(out_shape)), index_letters(len(inp_shape), len(out_shape))
                 jac = Factor.from_letters(zeros(out_shape + inp_shape), out_l + inp_l, out_l, inp_l,
                                           out_shape, inp_shape)
             result[(e, start) if reverse else (start, e)] = jac

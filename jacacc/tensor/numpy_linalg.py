@@ -95,7 +95,7 @@ import numpy as np
 
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
-from jacacc.tensor.expr import Tensor
+from jacacc.tensor.expr import Tensor, index_letters
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, register_function
 
@@ -106,10 +106,6 @@ SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 
 
-def _letters(n: int, start: int = 0) -> str:
-    return "".join(E.symbol(k) for k in range(start, start + n))
-
-
 def _square(name: str, argument: str, node: Tensor) -> None:
     """Refuse anything but a square matrix or a stack of them, in one line naming the NumPy function."""
     if node.ndim < 2 or node.shape[-1] != node.shape[-2]:
@@ -118,7 +114,7 @@ def _square(name: str, argument: str, node: Tensor) -> None:
 
 
 def _transposed(node: Tensor) -> Tensor:
-    s = _letters(node.ndim)
+    s = index_letters(node.ndim)
     return E.einsum(f"{s}->{s[:-2]}{s[-1]}{s[-2]}", node)
 
 
@@ -137,8 +133,8 @@ def _solve(a: Any, b: Any) -> Traced:
         raise TraceError(f"np.linalg.solve: b of shape {B.shape} does not match a of shape {A.shape} (b needs "
                          f"{n} rows: shape ({n},) or (..., {n}, k))")
     if vector:  # a column of one right-hand side, the size-1 axis dropped again after the solve
-        s = _letters(B.ndim)
-        B = E.einsum(f"{s},{_letters(1, B.ndim)}->{s}{_letters(1, B.ndim)}", B, E.ones((1,)))
+        s = index_letters(B.ndim)
+        B = E.einsum(f"{s},{index_letters(1, B.ndim)}->{s}{index_letters(1, B.ndim)}", B, E.ones((1,)))
     try:
         batch = tuple(np.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
     except ValueError:
@@ -146,7 +142,7 @@ def _solve(a: Any, b: Any) -> Traced:
             from None
     X = gesv(_broadcast_to(A, batch + A.shape[-2:]), _broadcast_to(B, batch + B.shape[-2:]))
     if vector:
-        s = _letters(X.ndim)
+        s = index_letters(X.ndim)
         X = E.einsum(f"{s}->{s[:-1]}", X)
     return Traced(X)
 
@@ -241,7 +237,7 @@ register_operator(Operator("norm_extremum_weights", _extremum_weights_forward, l
 
 def _reduce(node: Tensor, axes: tuple[int, ...], weights: Tensor | None = None) -> Tensor:
     """Σ over ``axes`` of ``node`` (of ``weights ∘ node``)."""
-    s = _letters(node.ndim)
+    s = index_letters(node.ndim)
     kept = "".join(c for k, c in enumerate(s) if k not in axes)
     return E.einsum(f"{s}->{kept}", node) if weights is None else E.einsum(f"{s},{s}->{kept}", weights, node)
 
@@ -252,7 +248,7 @@ def _extremum(node: Tensor, axes: tuple[int, ...], minimum: bool) -> Tensor:
 
 
 def _root_sum_of_squares(node: Tensor, axes: tuple[int, ...]) -> Tensor:
-    s = _letters(node.ndim)
+    s = index_letters(node.ndim)
     kept = "".join(c for k, c in enumerate(s) if k not in axes)
     return E.unary("sqrt", E.einsum(f"{s},{s}->{kept}", node, node))
 
@@ -304,7 +300,7 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
 
 def _kept_dims(result: Tensor, ndim: int, axes: tuple[int, ...]) -> Tensor:
     """``keepdims=True``: the reduced ``axes`` back as size-1 axes."""
-    s = _letters(ndim)
+    s = index_letters(ndim)
     kept = "".join(c for k, c in enumerate(s) if k not in axes)
     removed = "".join(s[k] for k in sorted(axes))
     return E.einsum(f"{kept},{removed}->{s}", result, E.ones((1,) * len(axes)))

@@ -141,7 +141,7 @@ def _folded(operand: str, term: str, perm: tuple[int, ...] | None, matrix: tuple
 def compile_program(program: Any) -> Callable[..., list[Any]]:
     """The straight-line Python function evaluating ``program`` on NumPy arrays (see the
     module docstring); its source is the ``source`` attribute."""
-    from jacacc.tensor.evaluate import _scatter, _scatter_add
+    from jacacc.tensor.evaluate import _scatter, _scatter_add, _shape_error
 
     src = _Source()
     constants = {k: src.constant(v) for k, v in program._constants.items()}
@@ -167,6 +167,11 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
         if slot is not None:
             name_of[slot] = f"a{i}"
     dtype = src.bind("dtype", program.dtype)
+    scatter_name, scatter_add = src.bind("scatter", _scatter), src.bind("scatter_add", _scatter_add)
+
+    def scatter(shape: tuple[int, ...], diagonals: Any, core_text: str) -> str:
+        """A δ scatter into a fresh zero array (:func:`~jacacc.tensor.evaluate._scatter`)."""
+        return f"{scatter_name}(np, {shape!r}, {dtype}, {src.bind('diagonals', diagonals)}, {core_text})"
     owned: set[int] = set()
     present: set[int] = set()  # running sums begun
 
@@ -200,8 +205,7 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
         elif kind == "scatter":
             expansion, core, (shape, diagonals) = op
             core_text = _core(src, core, [value(args[m]) for m in expansion.core_args])
-            assign(k, f"{src.bind('scatter', _scatter)}(np, {shape!r}, {dtype}, "
-                      f"{src.bind('diagonals', diagonals)}, {core_text})")
+            assign(k, scatter(shape, diagonals, core_text))
             _drop(src, core_text)
         elif kind == "unary":
             assign(k, _elementwise(src, op[2], op[1], [value(a) for a in args]))
@@ -225,16 +229,15 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
                 accumulate(k, value(a), False)
             for expansion, core, core_slots, diagonals in scatters:
                 core_text = _core(src, core, [value(core_slots[m]) for m in expansion.core_args])
-                d = src.bind("diagonals", diagonals)
                 if k not in present:
-                    assign(k, f"{src.bind('scatter', _scatter)}(np, {shape!r}, {dtype}, {d}, {core_text})")
+                    assign(k, scatter(shape, diagonals, core_text))
                     present.add(k)
                     owned.add(k)
                 else:
                     if k not in owned:
                         assign(k, f"v{k}.copy()")
                         owned.add(k)
-                    src.line(f"{src.bind('scatter_add', _scatter_add)}(np, v{k}, {d}, {core_text})")
+                    src.line(f"{scatter_add}(np, v{k}, {src.bind('diagonals', diagonals)}, {core_text})")
                 _drop(src, core_text)
             owned.discard(k)
         for a in free:
@@ -298,6 +301,3 @@ def _core(src: _Source, core: Any, operands: list[str]) -> str:
         return name
     return operands[0]  # the core is its one operand as it is
 
-
-def _shape_error(name: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
-    raise ValueError(f"argument {name!r} has shape {tuple(got)}, the program was built for {expected}")

@@ -38,13 +38,9 @@ import numpy as np
 from jacacc import ops
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
-from jacacc.tensor.expr import Tensor
+from jacacc.tensor.expr import Tensor, index_letters
 
 __all__ = ["Traced", "TracedFunction", "trace"]
-
-
-def _letters(n: int, start: int = 0) -> str:
-    return "".join(E.symbol(k) for k in range(start, start + n))
 
 
 class Traced:
@@ -312,7 +308,7 @@ def _aligned(node: Tensor, shape: tuple[int, ...], what: str) -> tuple[Tensor, s
     """``node`` squeezed of the size-1 axes that broadcast, with its axes' letters
     in the result ``shape`` (NumPy's rules: trailing axes align)."""
     offset = len(shape) - node.ndim
-    letters = _letters(len(shape))
+    letters = index_letters(len(shape))
     mine = letters[offset:]
     kept = "".join(c for c, n, m in zip(mine, node.shape, shape[offset:], strict=True) if n == m)
     if kept != mine:  # a size-1 axis against a longer one: drop it (a sum of one term)
@@ -332,7 +328,7 @@ def _broadcast_to(node: Tensor, shape: tuple[int, ...]) -> Tensor:
     if node.shape == shape:
         return node
     node, kept = _aligned(node, shape, "broadcast")
-    letters = _letters(len(shape))
+    letters = index_letters(len(shape))
     missing = "".join(c for c in letters if c not in kept)
     return E.einsum(f"{kept},{missing}->{letters}", node, E.ones(tuple(shape[letters.index(c)] for c in missing)))
 
@@ -349,7 +345,7 @@ def _elementwise_product(a: Tensor, b: Tensor, op: str = "multiply") -> Tensor:
     shape = _result_shape(op, a, b)
     a, la = _aligned(a, shape, "multiply")
     b, lb = _aligned(b, shape, "multiply")
-    letters = _letters(len(shape))
+    letters = index_letters(len(shape))
     if set(la) | set(lb) != set(letters):  # an axis both operands lack (both size 1 against nothing)
         return _broadcast_to(E.einsum(f"{la},{lb}->{''.join(c for c in letters if c in la + lb)}", a, b), shape)
     return E.einsum(f"{la},{lb}->{letters}", a, b)
@@ -633,7 +629,7 @@ def _inner(x: Any, y: Any) -> Traced:
     a, b = _node(x), _node(y)
     if a.ndim == 0 or b.ndim == 0:
         return Traced(_elementwise_product(a, b))
-    la, lb = _letters(a.ndim), _letters(b.ndim, a.ndim)
+    la, lb = index_letters(a.ndim), index_letters(b.ndim, a.ndim)
     lb = lb[:-1] + la[-1]
     if a.shape[-1] != b.shape[-1]:
         raise UnsupportedOperationError(f"np.inner: last axes of {a.shape} and {b.shape} differ")
