@@ -198,7 +198,7 @@ class ElementwiseFunction:
 
         Arrays it does not read are passed over, unchecked: one dict of inputs feeds a function, its
         tape and its derivatives, each reading the ones it needs (the derivative of ``2 * x[i] + y[i]``
-        w.r.t. ``x`` reads neither), and an extra array is ignored (tests/test_elementwise_properties.py).
+        w.r.t. ``x`` reads neither), and an extra array is ignored (tests/elementwise/test_elementwise_properties.py).
         A missing one is refused by :meth:`shapes_of`."""
         needed = set(self.definition.arguments()) | ({self.shape_of} if self.shape_of else set())
         return {name: checked_array(a, name, self.name) if name in needed else a for name, a in arrays.items()}

@@ -15,7 +15,7 @@ diagonal.  The Hessian of logistic regression plus ``λ·Σw²`` is that of
 logistic regression plus ``2λ`` on its diagonal, at the same cost; the
 tracemalloc peak of the Hessians of ``w @ w``, ``Σ w²`` and logistic
 regression with an L2 term, and of the Jacobian of ``np.outer(x, x)``, is at
-most twice their result plus their inputs (``tests/test_tensor_structure.py``).
+most twice their result plus their inputs (``tests/tensor/test_tensor_structure.py``).
 """
 
 from __future__ import annotations

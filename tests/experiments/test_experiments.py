@@ -71,8 +71,8 @@ def test_readme_block_is_rendered_from_the_records(results, tmp_path):
     assert "| RoeFlux_1d | 6/94/3 |" in text and "figures/compare_methods.png" in text
 
 
-# these notebooks read records of their own: tests/test_tensor_benchmark.py and
-# tests/test_linalg_examples.py and tests/test_iverson_experiments.py execute them
+# these notebooks read records of their own: tests/experiments/test_tensor_benchmark.py and
+# tests/experiments/test_linalg_examples.py and tests/experiments/test_iverson_experiments.py execute them
 OWN_TESTS = {"tensor_hessians", "linalg_examples", "cheap_gradients"}
 NOTEBOOKS = sorted(p for p in (EXPERIMENTS / "notebooks").glob("*.ipynb") if p.stem not in OWN_TESTS)
 

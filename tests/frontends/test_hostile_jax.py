@@ -14,7 +14,7 @@ import pytest
 import jacacc
 from jacacc.errors import DTypeError, SizeLimitError, UnsupportedOperationError
 from jacacc.jaxpr import DEFAULT_MAX_EDGES, estimate_edges
-from tests.test_jaxpr import reference
+from tests.frontends.test_jaxpr import reference
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

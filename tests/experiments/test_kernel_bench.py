@@ -64,7 +64,7 @@ def test_recorded_roofline_fractions_are_at_most_one():
     import json
     from pathlib import Path
 
-    record = json.loads((Path(__file__).parent.parent / "results" / "kernel_benchmark.json").read_text())
+    record = json.loads((Path(__file__).resolve().parents[2] / "results" / "kernel_benchmark.json").read_text())
     results = record["results"]
     rows = [r for r in results["rows"] if "roofline_s" in r]
     assert rows

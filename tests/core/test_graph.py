@@ -164,7 +164,7 @@ def test_bad_graphs_from_edges(inputs, outputs, edges, pattern):
 
 
 def test_inputs_and_outputs_in_no_edge_are_nodes():
-    # a node named in inputs / outputs is a node: a zero column / row (tests/test_isolated_nodes.py)
+    # a node named in inputs / outputs is a node: a zero column / row (tests/core/test_isolated_nodes.py)
     g = CompGraph.from_edges(["x", "q"], ["y"], [("x", "y", 1)])
     assert g.kind("q") == "input" and g.digraph.degree("q") == 0
     assert_close(reference_jacobian(g), [[1.0, 0.0]])

@@ -311,7 +311,7 @@ def test_grid_axes_cross_and_options_follow_the_methods_that_take_them():
 
 
 def test_example_grid_file_loads():
-    [grid] = load_grid(os.path.join(os.path.dirname(__file__), "..", "experiments", "grids", "example.json"))
+    [grid] = load_grid(os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "grids", "example.json"))
     assert grid.name == "example" and len(grid) > 50
 
 

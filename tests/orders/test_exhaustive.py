@@ -29,7 +29,7 @@ from jacacc.orders.exhaustive import copy_face_graph, face_state, face_state_key
 from jacacc.problems import generators
 from jacacc.verify import check_schedule
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "paper_reproductions" / "003_face_beats_vertex.py"
 PROPERTY = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                            HealthCheck.filter_too_much])

@@ -28,7 +28,7 @@ import jacacc
 from jacacc import CompGraph
 from jacacc.errors import GraphError
 from jacacc.graph import PrunedVerticesWarning, _topological_order
-from tests.test_hostile import run_cli
+from tests.core.test_hostile import run_cli
 
 
 # ============================================================================ counted work

@@ -5,7 +5,7 @@ through each builder — plain numbers, the scalar tracer's expressions
 (jacacc.rules), the tensor level (jacacc.tensor, first and second derivatives) —
 and compare with central differences of the operation's value and with JAX's
 derivative of the operation's JAX spelling.  The Iverson and elementwise languages
-are checked in tests/test_ops_iverson_elementwise.py.
+are checked in tests/core/test_ops_iverson_elementwise.py.
 """
 
 from __future__ import annotations

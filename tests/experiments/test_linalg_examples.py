@@ -21,7 +21,7 @@ from jacacc.errors import UnsupportedOperationError
 pytest.importorskip("opt_einsum")
 pytest.importorskip("scipy")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REPRODUCTION = REPO / "paper_reproductions" / "004_differentiable_linalg.py"
 RTOL = 1e-5  # central differences with h = 1e-6 agree to ~1e-8 on these problems
 

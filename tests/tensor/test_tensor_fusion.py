@@ -28,7 +28,7 @@ from jacacc.tensor.expr import Tensor, add, const, delta, einsum, ones, unary, v
 pytest.importorskip("numba")
 
 RTOL = 1e-12
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

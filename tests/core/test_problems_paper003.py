@@ -26,7 +26,7 @@ from jacacc.graph import CompGraph, reference_jacobian
 from jacacc.problems import base as registry
 from jacacc.problems import paper003
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "paper003_figures.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "paper003_figures.md"
 NAMES = sorted(paper003.paper003_graphs())
 VERTEX_METHODS = jacacc.methods("vertex")
 

@@ -17,7 +17,7 @@ pytest.importorskip("gpytorch")
 pytest.importorskip("opt_einsum")
 pytest.importorskip("matplotlib")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SIZES = (4, 8)
 INDUCING = (5, 10)
 SGP_N = 120

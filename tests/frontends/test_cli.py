@@ -16,7 +16,7 @@ from jacacc.eliminate import modes
 from jacacc.graph import CompGraph
 from jacacc.orders import methods
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # 3 inputs, 6 intermediates, 3 outputs; methods disagree on it
 GRAPH = {

@@ -296,7 +296,7 @@ def test_missing_arrays_are_refused_by_name_and_extra_ones_pass_unchecked():
         with pytest.raises(SourceError, match="no array given for the argument 'b' of f"):
             call.vjp(np.ones(3), a=A)
     # one dict of inputs feeds a function, its tape and its derivatives, each reading what it needs
-    # (the project's contract: tests/test_elementwise_properties.py passes an extra array to vjp);
+    # (the project's contract: tests/elementwise/test_elementwise_properties.py passes an extra array to vjp);
     # what it does not read is not checked, not even for its dtype
     assert np.allclose(f(a=A, b=B, df=np.ones(3), note=np.array(["x"])), A * A + B)
     assert np.allclose(f.derivative("b")(df=np.full(3, 2.0), a=A, b=B), 2.0)

@@ -34,7 +34,7 @@ PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 MODE_METHODS = [(mode, name) for mode in ("vertex", "edge", "face") for name in jacacc.methods(mode)]
 # optimal searches are exponential (face mode takes seconds on 4 intermediates): fixed small graphs only
 SWEEP = [(mode, name) for mode in ("vertex", "edge", "face") for name in jacacc.methods(mode, exact=False)]
-SCRIPT = Path(__file__).resolve().parents[1] / "paper_reproductions" / "003_fig4_1_expressions.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "paper_reproductions" / "003_fig4_1_expressions.py"
 
 
 def _paths_cost(graph: CompGraph) -> tuple[int, int]:

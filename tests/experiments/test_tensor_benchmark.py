@@ -17,7 +17,7 @@ pytest.importorskip("jax")
 pytest.importorskip("torch")
 pytest.importorskip("opt_einsum")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REPRODUCTION = REPO / "paper_reproductions" / "002_tensor_calculus.py"
 SIZES = (4, 8)
 

@@ -28,7 +28,7 @@ from jacacc.verify import check_schedule
 
 pytest.importorskip("ortools")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ORACLE = settings(max_examples=30, deadline=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
