@@ -37,7 +37,7 @@ import numpy as np
 import jacacc.iverson as iv
 from jacacc.bench import time_call, write_record
 from jacacc.iverson.arrays import array_function
-from jacacc.iverson.generate import Program, random_program
+from jacacc.iverson.generate import GeneratedProgram, random_program
 from jacacc.progress import progress_bar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def total(cost: dict[str, int]) -> int:
     return cost["add"] + cost["mul"] + cost["nonlinear"]
 
 
-def paper_examples(n: int = 16, k: int = 3) -> dict[str, Program]:
+def paper_examples(n: int = 16, k: int = 3) -> dict[str, GeneratedProgram]:
     """The programs of paper 001's examples, at small sizes."""
     i, j, b = iv.index("i"), iv.index("j"), iv.index("b")
     A = iv.var("A", (n, n))
@@ -60,21 +60,21 @@ def paper_examples(n: int = 16, k: int = 3) -> dict[str, Program]:
     W1, v = iv.var("W1", (n, n)), iv.var("v", (n,))
     hidden = iv.gen(i, n, iv.tanh(iv.sum(j, n, W1[i, j] * y[j])))
     return {
-        "trace": Program(iv.sum(i, n, A[i, i]), {"A": (n, n)}, True),
-        "first column × first row": Program(iv.sum(i, n, A[i, 0] * A[0, i]), {"A": (n, n)}, True),
-        "deconvolution loss": Program(
+        "trace": GeneratedProgram(iv.sum(i, n, A[i, i]), {"A": (n, n)}, True),
+        "first column × first row": GeneratedProgram(iv.sum(i, n, A[i, 0] * A[0, i]), {"A": (n, n)}, True),
+        "deconvolution loss": GeneratedProgram(
             iv.let("c", conv, lambda c: iv.sum(i, n, (c[i] - y[i]) * (c[i] - y[i]))),
             {"x": (n + k - 1,), "w": (k,), "y": (n,)}, True),
-        "batched loss": Program(
+        "batched loss": GeneratedProgram(
             iv.sum(b, batch, iv.let("c", iv.gen(i, n, iv.sum(j, k, X[b, i + j] * w[j])),
                                     lambda c: iv.sum(i, n, (c[i] - Y[b, i]) * (c[i] - Y[b, i])))),
             {"X": (batch, n + k - 1), "Y": (batch, n), "w": (k,)}, True),
-        "two-layer tanh net": Program(
+        "two-layer tanh net": GeneratedProgram(
             iv.let("h", hidden, lambda h: iv.sum(i, n, v[i] * h[i])), {"W1": (n, n), "y": (n,), "v": (n,)}, True),
     }
 
 
-def cost_ratios(programs: dict[str, Program]) -> list[dict[str, Any]]:
+def cost_ratios(programs: dict[str, GeneratedProgram]) -> list[dict[str, Any]]:
     rows = []
     for name, program in progress_bar(list(programs.items()), desc="cost ratios"):
         cost_f = iv.cost(program.expr)
@@ -92,14 +92,14 @@ def summarize(values: list[float]) -> dict[str, float]:
             "p90": float(np.percentile(a, 90)), "max": float(a.max()), "mean": float(a.mean())}
 
 
-def jacacc_times(program: Program, wrt: str, arrays: dict[str, Any], backend: str) -> tuple[float, float]:
+def jacacc_times(program: GeneratedProgram, wrt: str, arrays: dict[str, Any], backend: str) -> tuple[float, float]:
     f = iv.compile(program.expr, backend=backend)
     g = iv.compile(iv.grad(program.expr, iv.var(wrt, program.inputs[wrt])), backend=backend)
     return time_call(lambda: f(**arrays), repeat=5, min_time=0.01), time_call(lambda: g(**arrays), repeat=5,
                                                                              min_time=0.01)
 
 
-def jax_times(program: Program, wrt: str, arrays: dict[str, Any]) -> tuple[float, float]:
+def jax_times(program: GeneratedProgram, wrt: str, arrays: dict[str, Any]) -> tuple[float, float]:
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -117,7 +117,7 @@ def jax_times(program: Program, wrt: str, arrays: dict[str, Any]) -> tuple[float
             time_call(lambda: gradient(*args).block_until_ready(), repeat=5, min_time=0.01))
 
 
-def torch_times(program: Program, wrt: str, arrays: dict[str, Any]) -> tuple[float, float]:
+def torch_times(program: GeneratedProgram, wrt: str, arrays: dict[str, Any]) -> tuple[float, float]:
     import torch
 
     f = array_function(program.expr, "torch")
@@ -138,7 +138,7 @@ def torch_times(program: Program, wrt: str, arrays: dict[str, Any]) -> tuple[flo
     return time_call(value, repeat=5, min_time=0.01), time_call(gradient, repeat=5, min_time=0.01)
 
 
-def time_ratios(programs: list[tuple[str, Program]], seed: int, backend: str) -> list[dict[str, Any]]:
+def time_ratios(programs: list[tuple[str, GeneratedProgram]], seed: int, backend: str) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(seed)
     for name, program in progress_bar(programs, desc="run-time ratios"):

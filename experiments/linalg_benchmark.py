@@ -403,7 +403,7 @@ def grad_estimate(case: Case, args: tuple, cts: tuple) -> int:
 def registered_operators() -> dict[str, str | None]:
     """Import jacacc.linalg's derivative modules; per module, None or why it could not be imported."""
     status: dict[str, str | None] = {}
-    for module in ("jacacc.linalg.expressions", "jacacc.linalg.factorizations"):
+    for module in ("jacacc.linalg.blas_cholesky", "jacacc.linalg.factorizations"):
         try:
             importlib.import_module(module)
             status[module] = None

@@ -26,8 +26,8 @@ import numpy as np
 
 from jacacc import optimize
 from jacacc.bench import write_record
+from jacacc.bracketing import to_expressions
 from jacacc.eliminate import eliminate_faces
-from jacacc.expressions import to_expressions
 from jacacc.problems.generators import random_dag
 from jacacc.progress import progress_bar
 from jacacc.relations import circular_dependencies, realize

@@ -24,7 +24,9 @@ True
 import importlib
 from typing import Any
 
-from jacacc.api import Plan, optimize, structural_lower_bound
+from jacacc.api import Plan, optimize
+from jacacc.bounds import structural_lower_bound
+from jacacc.bracketing import expand_paths, to_expressions
 from jacacc.codegen import compile
 from jacacc.eliminate import EdgeStep, eliminate, modes
 from jacacc.errors import (
@@ -38,7 +40,6 @@ from jacacc.errors import (
     TraceError,
     UnsupportedOperationError,
 )
-from jacacc.expressions import expand_paths, to_expressions
 from jacacc.graph import CompGraph, PrunedVerticesWarning, as_graph, reference_jacobian
 from jacacc.jaxpr import from_jax
 from jacacc.linegraph import line_graph

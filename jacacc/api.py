@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from jacacc.bounds import structural_lower_bound
 from jacacc.eliminate import get_engine
 from jacacc.errors import OrderError
 from jacacc.graph import CompGraph, as_graph, real_array
@@ -21,39 +22,9 @@ from jacacc.orders import OrderResult, find_order
 from jacacc.orders.registry import SearchInfo, explicit_order, modes_of
 from jacacc.schedule import Schedule
 
-__all__ = ["Plan", "optimize", "structural_lower_bound"]
+__all__ = ["Plan", "optimize"]
 
 Node = Hashable
-
-
-def structural_lower_bound(graph: CompGraph, mode: str = "vertex") -> int:
-    """A proven lower bound on the multiplications of any ``mode`` elimination.
-
-    Every (input, output) pair joined by a path of length ≥ 2 needs at least
-    one multiplication targeting its Jacobian entry (a fill-in creating it or
-    an absorption into it), and distinct entries are distinct targets.  In
-    vertex and edge mode every intermediate also needs at least one step of
-    cost ≥ 1 (a pruned graph keeps every intermediate on a path), and each
-    step removes at most one intermediate.
-
-    Examples
-    --------
-    >>> g = CompGraph.from_edges(["x"], ["y", "z"], [("x", "v"), ("v", "y"), ("v", "z")])
-    >>> structural_lower_bound(g)
-    2
-    """
-    domain = graph.index_domain()
-    inputs = set(graph.inputs)
-    long_pairs = 0
-    for out in graph.outputs:
-        reach: set[Node] = set()
-        for p in graph.predecessors(out):
-            if p not in inputs:
-                reach |= domain[p]
-        long_pairs += len(reach)
-    if mode in ("vertex", "edge"):
-        return max(long_pairs, len(graph.intermediates))
-    return long_pairs
 
 
 @dataclass

@@ -5,7 +5,7 @@ variables of a program and whose edge ``u → v`` carries the local partial
 derivative ∂v/∂u.  Edges follow the **data flow** (paper 003 draws the
 dependence arrows the other way round).  When every partial is a number the
 graph is a *linearized computational graph* (LCG); a traced graph carries
-symbolic partials (:mod:`jacacc.expr`) and becomes an LCG through
+symbolic partials (:mod:`jacacc.partials`) and becomes an LCG through
 ``linearize``.
 
 Conventions enforced on construction:
@@ -81,7 +81,7 @@ import networkx as nx
 import numpy as np
 
 from jacacc.errors import GraphError
-from jacacc.expr import Const, Expr
+from jacacc.partials import Const, Expr
 
 __all__ = [
     "CompGraph",
@@ -219,7 +219,7 @@ def _normalize_partial(value: Any, edge: Edge) -> Any:
 
     Numbers (also numeric strings such as ``"2.5"``) become floats and must be
     finite; other strings are kept as expression text; objects with an
-    ``evaluate`` method (:class:`jacacc.expr.Expr`) are kept as symbolic
+    ``evaluate`` method (:class:`jacacc.partials.Expr`) are kept as symbolic
     partials; ``None`` marks a structural edge whose value is not known.
     """
     if value is None:

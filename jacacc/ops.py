@@ -11,7 +11,7 @@ rule tables, ``jax/_src/interpreters/ad.py``, and ATL's builtins):
 * its **derivative, written once** against a small builder interface
   (:class:`Builder`): arithmetic on symbolic values and calls of other
   operations of this table.  Each representation — the scalar
-  :class:`~jacacc.expr.Expr` of traced graphs (:mod:`jacacc.rules`), the tensor
+  :class:`~jacacc.partials.Expr` of traced graphs (:mod:`jacacc.rules`), the tensor
   expression DAG (:mod:`jacacc.tensor.graph`), the Iverson language
   (:mod:`jacacc.iverson.derive`) and elementwise sources
   (:mod:`jacacc.elementwise.derive`) — implements the builder once and so

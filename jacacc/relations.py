@@ -2,7 +2,7 @@
 
 Paper 003 §5.  An optimal Jacobian accumulation can be written as a set of
 algebraic expressions joined by reference variables
-(:mod:`jacacc.expressions`).  Every face of the dual c-graph is a possible
+(:mod:`jacacc.bracketing`).  Every face of the dual c-graph is a possible
 multiplication of two consecutive path pieces; in the expressions, a
 multiplication ``A * B`` (``A`` the later factor) relates the *earliest*
 factor(s) of ``A`` to the *latest* factor(s) of ``B``:
@@ -61,7 +61,7 @@ stated for optimal sets).
 Examples
 --------
 >>> from jacacc import optimize
->>> from jacacc.expressions import to_expressions, paper_symbol
+>>> from jacacc.bracketing import to_expressions, paper_symbol
 >>> from jacacc.problems.paper003 import fig4_1a
 >>> plan = optimize(fig4_1a(), mode="vertex", method="markowitz")
 >>> ex = to_expressions(plan, names=paper_symbol)
@@ -80,8 +80,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from jacacc.bracketing import Expr, ExpressionError, ExpressionSet, Leaf, Mul, Ref, Sum
 from jacacc.eliminate.face import FaceGraph, FaceStep, face_rule
-from jacacc.expressions import Expr, ExpressionError, ExpressionSet, Leaf, Mul, Ref, Sum
 from jacacc.graph import CompGraph, as_graph
 from jacacc.linegraph import Terminal
 
@@ -159,7 +159,7 @@ def multiplication_relations(exprs: ExpressionSet) -> list[Relation]:
     each parenthesis are direct, the product of the two sums relates their
     factors indirectly.
 
-    >>> from jacacc.expressions import paper_symbol, parse_expressions
+    >>> from jacacc.bracketing import paper_symbol, parse_expressions
     >>> from jacacc.problems.paper003 import fig4_1a
     >>> ex = parse_expressions("J[f,x] = (f_a*a_c + f_b*b_c)*(c_d*d_x + c_e*e_x)", fig4_1a(), names=paper_symbol)
     >>> for r in multiplication_relations(ex)[:3]:
@@ -378,7 +378,7 @@ def realize(
     Parameters
     ----------
     exprs : ExpressionSet
-        Typically :func:`~jacacc.expressions.to_expressions` of a plan.
+        Typically :func:`~jacacc.bracketing.to_expressions` of a plan.
     graph : CompGraph, optional
         The graph the expressions are over; default the one attached to ``exprs``.
     rule : str, optional

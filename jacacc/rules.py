@@ -12,7 +12,7 @@ Users may register more with :func:`register_rule`.  A rule knows
 * a vectorized NumPy forward evaluation;
 * a *partial rule*: given the operands as expressions (``Var(node)`` for a
   traced operand, ``Const(c)`` for a constant one) and the result node
-  ``Var(out)``, it returns one :class:`~jacacc.expr.Expr` per operand: the local
+  ``Var(out)``, it returns one :class:`~jacacc.partials.Expr` per operand: the local
   partial ∂out/∂operand that labels the edge operand → out of the
   computational graph (paper 003 §2).  Partials may reuse the result
   (``exp``: ∂ = out; ``sqrt``: ∂ = 0.5/out), which is what makes the
@@ -24,7 +24,7 @@ also blanks constant operands itself.
 
 Examples
 --------
->>> from jacacc.expr import Var
+>>> from jacacc.partials import Var
 >>> [str(p) for p in get_rule("mul").partials((Var("a"), Var("b")), Var("v"))]
 ['b', 'a']
 >>> [str(p) for p in get_rule("sqrt").partials((Var("a"),), Var("v"))]
@@ -43,7 +43,7 @@ import numpy as np
 
 from jacacc import ops
 from jacacc.errors import RegistryError, UnsupportedOperationError
-from jacacc.expr import Const, Expr, apply, as_expr
+from jacacc.partials import Const, Expr, apply, as_expr
 
 __all__ = ["RULES", "Rule", "get_rule", "register_rule", "rule_names", "ufunc_names", "unregister_rule"]
 
@@ -91,7 +91,7 @@ class Rule:
 
         Examples
         --------
-        >>> from jacacc.expr import Var, Const
+        >>> from jacacc.partials import Var, Const
         >>> get_rule("pow").partials((Var("x"), Const(3.0)), Var("y"))
         [Apply('mul', (Const(3.0), Apply('pow', (Var('x'), Const(2.0))))), ZERO]
         """
@@ -161,7 +161,7 @@ def register_rule(
 
     Examples
     --------
-    >>> from jacacc.expr import Const
+    >>> from jacacc.partials import Const
     >>> r = register_rule("twice", 1, lambda x: 2 * x, lambda x, out: [Const(2.0)], doc="2")
     >>> get_rule("twice")(3.0)
     6.0
@@ -252,10 +252,10 @@ def ufunc_names() -> list[str]:
 
 
 class ExprBuilder:
-    """The operation table's builder (:class:`jacacc.ops.Builder`) for scalar :class:`~jacacc.expr.Expr`.
+    """The operation table's builder (:class:`jacacc.ops.Builder`) for scalar :class:`~jacacc.partials.Expr`.
 
     The derivatives of :mod:`jacacc.ops` written with it are the partials on
-    a traced graph's edges; :func:`jacacc.expr.apply` simplifies as they are
+    a traced graph's edges; :func:`jacacc.partials.apply` simplifies as they are
     built (``1*x``, constant folding).
     """
 

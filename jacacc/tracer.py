@@ -5,7 +5,7 @@ arithmetic operation, NumPy ufunc or :mod:`jacacc.tracer` function applied to a
 tracer is looked up in the rules table (:mod:`jacacc.rules`) and recorded as a
 vertex of the computational graph of paper 003 §2: one vertex per program
 variable, an edge ``u → v`` for each operand ``u`` of ``v``, labelled with the
-local partial ∂v/∂u as a symbolic :class:`~jacacc.expr.Expr` over node values.
+local partial ∂v/∂u as a symbolic :class:`~jacacc.partials.Expr` over node values.
 The result, :class:`Traced`, evaluates the function, the partials (vectorized
 over a batch of points) and the Jacobian.
 
@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import TraceError, UnsupportedOperationError
-from jacacc.expr import Const, Expr, Var
 from jacacc.graph import CompGraph, _digraph, gc_paused, real_array, reference_jacobian
+from jacacc.partials import Const, Expr, Var
 from jacacc.rules import RULES, Rule, get_rule
 
 __all__ = ["TraceError", "TraceSignatureError", "Traced", "Tracer", "apply_rule", "trace"]

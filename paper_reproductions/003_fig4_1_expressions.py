@@ -20,13 +20,13 @@ paper's notation, e.g. ``f_a`` = ∂f/∂a):
 
 1. finds the best vertex elimination (``jacacc.optimize(g, method="markowitz")``),
    converts its schedule to algebraic expressions
-   (:func:`jacacc.expressions.to_expressions`) and prints the factored form;
+   (:func:`jacacc.bracketing.to_expressions`) and prints the factored form;
    it is Eq. 4.1 up to the order of the terms of each sum;
-2. writes out all root–terminal paths (:func:`jacacc.expressions.expand_paths`),
+2. writes out all root–terminal paths (:func:`jacacc.bracketing.expand_paths`),
    Eq. 4.2;
 3. prints the order the paper rejects (eliminate ``c`` first) for contrast;
 4. converts the expressions back into schedules
-   (:func:`jacacc.expressions.from_expressions`) and checks them;
+   (:func:`jacacc.bracketing.from_expressions`) and checks them;
 5. for reference variables, prints the best vertex elimination of the
    complex block Fig. 4.1 (b): a value used twice is named ``r1`` (Eq. 4.4 /
    4.5's ``r``).
@@ -56,7 +56,7 @@ import sys
 import numpy as np
 
 import jacacc
-from jacacc.expressions import (
+from jacacc.bracketing import (
     Expr,
     ExpressionSet,
     Leaf,

@@ -2,9 +2,9 @@
 
 ``jacacc.compile(traced, backend=..., method=..., mode=...)`` lowers the graph's
 primal program, its local partials and the schedule to one straight-line
-:class:`~jacacc.codegen.base.Program` (:mod:`jacacc.codegen.base`), prints it
+:class:`~jacacc.codegen.base.JacobianProgram` (:mod:`jacacc.codegen.base`), prints it
 with the backend's printer and compiles it; the result is a
-:class:`~jacacc.codegen.kernel.Kernel`.
+:class:`~jacacc.codegen.compile.Kernel`.
 
 Backends live in one registry (opt_einsum style): :func:`register_backend`,
 :func:`get_backend`, :func:`backends`.  Built in:
@@ -32,9 +32,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from jacacc.codegen.base import Backend, CodePrinter, Program, lower
+from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, lower
+from jacacc.codegen.compile import Kernel, clear_cache, compile_kernel
 from jacacc.codegen.cupy_ import CupyBackend
-from jacacc.codegen.kernel import Kernel, clear_cache, compile_kernel
 from jacacc.codegen.numba_ import NumbaBackend
 from jacacc.codegen.numpy_ import NumpyBackend
 from jacacc.errors import RegistryError
@@ -43,7 +43,7 @@ __all__ = [
     "Backend",
     "CodePrinter",
     "Kernel",
-    "Program",
+    "JacobianProgram",
     "backends",
     "clear_cache",
     "compile",

@@ -2,8 +2,8 @@
 
 :func:`lower` turns a traced :class:`~jacacc.graph.CompGraph` (nodes carry ``op``
 and ``args``, edges symbolic partials) and a :class:`~jacacc.schedule.Schedule`
-into a :class:`Program`: a backend-neutral list of single assignments
-``name = expr`` (each ``expr`` an :class:`~jacacc.expr.Expr` over earlier names)
+into a :class:`JacobianProgram`: a backend-neutral list of single assignments
+``name = expr`` (each ``expr`` an :class:`~jacacc.partials.Expr` over earlier names)
 that computes, for *one* point,
 
 1. the value of every vertex (the primal program, in topological order),
@@ -22,8 +22,8 @@ Lowering propagates constants through the schedule.  Every slot is a constant
 name ``±t``.  A product with a factor that is structurally ``0`` or ``±1`` is not
 emitted (``t * 1`` is ``t``, ``t * -1`` is ``-t`` with the sign kept symbolic and
 folded into a later addition or the final store), a product of two other
-constants is folded; both are counted (:attr:`Program.skipped`,
-:attr:`Program.folded`) beside the schedule's ``mults``, never instead of it.
+constants is folded; both are counted (:attr:`JacobianProgram.skipped`,
+:attr:`JacobianProgram.folded`) beside the schedule's ``mults``, never instead of it.
 Signs never cost an instruction: ``a + (-b)`` is printed ``a - b``, ``(-a)*(-b)``
 is ``a*b``, a negative constant factor is folded into the constant.
 
@@ -62,11 +62,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc.errors import GraphError, UnsupportedOperationError
-from jacacc.expr import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var
 from jacacc.graph import CompGraph, real_array
+from jacacc.partials import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
 
-__all__ = ["Backend", "CodePrinter", "Program", "Statement", "fingerprint", "lower", "register_source"]
+__all__ = ["Backend", "CodePrinter", "JacobianProgram", "Statement", "fingerprint", "lower", "register_source"]
 
 Node = Hashable
 
@@ -80,7 +80,7 @@ ARITHMETIC = frozenset({
 
 @dataclass(frozen=True)
 class Statement:
-    """One single assignment ``name = expr`` of a :class:`Program`.
+    """One single assignment ``name = expr`` of a :class:`JacobianProgram`.
 
     Attributes
     ----------
@@ -102,7 +102,7 @@ class Statement:
 
 
 @dataclass
-class Program:
+class JacobianProgram:
     """A straight-line program for one point: inputs → values and Jacobian.
 
     Attributes
@@ -261,7 +261,7 @@ class _Lowering:
             if spec is None or spec.arity != len(operands):
                 raise UnsupportedOperationError(
                     f"operation {op!r} (vertex {node!r}) has no code-generation rule: only operations listed "
-                    "in jacacc.expr.FUNCTIONS can be compiled"
+                    "in jacacc.partials.FUNCTIONS can be compiled"
                 )
             expr = Apply(op, operands)
             if expr in computed:
@@ -358,7 +358,7 @@ class _Lowering:
         return _Slot(sign=a.sign, name=self.emit(Apply(fn, (Var(a.name), Var(b.name))), comment))
 
     # ------------------------------------------------------------------ schedule
-    def run(self) -> Program:
+    def run(self) -> JacobianProgram:
         graph, schedule = self.graph, self.schedule
         if tuple(schedule.edges) != tuple(graph.edges):
             raise GraphError("the schedule was made for another graph (its edges differ from the graph's)")
@@ -399,7 +399,7 @@ class _Lowering:
                 jacobian[row[o], col[i]] = e if slot.sign > 0 else Apply("neg", (e,))
         values = [self.value_of(o, have_primal) for o in graph.outputs]
         statements = _dead_code(self.statements, values, jacobian)
-        return Program(
+        return JacobianProgram(
             inputs=[self.names[i] for i in graph.inputs],
             statements=statements,
             values=values,
@@ -429,8 +429,8 @@ def _dead_code(statements: list[Statement], values: list[Expr | None], jacobian:
     return kept
 
 
-def lower(graph: CompGraph, schedule: Schedule) -> Program:
-    """The straight-line :class:`Program` of ``graph`` (traced, or numeric) and ``schedule``.
+def lower(graph: CompGraph, schedule: Schedule) -> JacobianProgram:
+    """The straight-line :class:`JacobianProgram` of ``graph`` (traced, or numeric) and ``schedule``.
 
     Parameters
     ----------
@@ -443,7 +443,7 @@ def lower(graph: CompGraph, schedule: Schedule) -> Program:
 
     Returns
     -------
-    Program
+    JacobianProgram
 
     Raises
     ------
@@ -523,7 +523,7 @@ class CodePrinter(ExprPrinter):
         self.dtype = dtype
 
     # ---------------------------------------------------------------- the template
-    def program(self, prog: Program, name: str) -> str:
+    def program(self, prog: JacobianProgram, name: str) -> str:
         """Full source of a kernel named ``name`` for ``prog``."""
         lines = list(self.header(prog, name))
         body: list[str] = []
@@ -541,25 +541,25 @@ class CodePrinter(ExprPrinter):
         lines.extend(self.footer(prog, name))
         return "\n".join(lines) + "\n"
 
-    def header(self, prog: Program, name: str) -> list[str]:
+    def header(self, prog: JacobianProgram, name: str) -> list[str]:
         raise NotImplementedError
 
-    def body(self, lines: list[str], prog: Program) -> list[str]:
+    def body(self, lines: list[str], prog: JacobianProgram) -> list[str]:
         return [self.indent * 2 + line for line in lines]
 
-    def footer(self, prog: Program, name: str) -> list[str]:
+    def footer(self, prog: JacobianProgram, name: str) -> list[str]:
         return []
 
-    def load(self, name: str, col: int, prog: Program) -> str:
+    def load(self, name: str, col: int, prog: JacobianProgram) -> str:
         raise NotImplementedError
 
     def assign(self, name: str, text: str) -> str:
         return f"{name} = {text}"
 
-    def store_value(self, row: int, value: Expr | None, prog: Program) -> str:
+    def store_value(self, row: int, value: Expr | None, prog: JacobianProgram) -> str:
         raise NotImplementedError
 
-    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: Program) -> str:
+    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: JacobianProgram) -> str:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- constructs
@@ -590,10 +590,10 @@ class Backend:
     extra: ClassVar[str | None] = None
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
 
-    def generate(self, prog: Program, dtype: str) -> str:
+    def generate(self, prog: JacobianProgram, dtype: str) -> str:
         raise NotImplementedError
 
-    def load(self, source: str, prog: Program, dtype: str) -> Any:
+    def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         raise NotImplementedError
 
     def compile_time_note(self) -> str:

@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc import ops
-from jacacc.codegen.base import Backend, CodePrinter, Program, register_source
+from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, register_source
 from jacacc.errors import require_extra
-from jacacc.expr import FUNCTIONS, PREC_ADD, PREC_POW, Apply, Const, Expr
+from jacacc.partials import FUNCTIONS, PREC_ADD, PREC_POW, Apply, Const, Expr
 
 __all__ = ["KERNEL_NAME", "CudaPrinter", "CupyBackend"]
 
@@ -41,12 +41,12 @@ _HELPERS = ops.CUDA_HELPERS
 
 
 class CudaPrinter(CodePrinter):
-    """Print a Program as a CUDA C++ ``__global__`` function (``real`` is the dtype)."""
+    """Print a JacobianProgram as a CUDA C++ ``__global__`` function (``real`` is the dtype)."""
 
     comment_prefix: ClassVar[str] = "//"
     function_names: ClassVar[dict[str, str]] = _CUDA_NAMES
 
-    def header(self, prog: Program, name: str) -> list[str]:
+    def header(self, prog: JacobianProgram, name: str) -> list[str]:
         ctype = "double" if self.dtype == "float64" else "float"
         n, m = prog.n_inputs, prog.n_outputs
         return [
@@ -65,23 +65,23 @@ class CudaPrinter(CodePrinter):
             f"    real* j = J + p * {m * n};",
         ]
 
-    def body(self, lines: list[str], prog: Program) -> list[str]:
+    def body(self, lines: list[str], prog: JacobianProgram) -> list[str]:
         return [self.indent + line for line in lines]
 
-    def footer(self, prog: Program, name: str) -> list[str]:
+    def footer(self, prog: JacobianProgram, name: str) -> list[str]:
         return ["}"]
 
-    def load(self, name: str, col: int, prog: Program) -> str:
+    def load(self, name: str, col: int, prog: JacobianProgram) -> str:
         return f"const real {name} = x[{col}];"
 
     def assign(self, name: str, text: str) -> str:
         return f"const real {name} = {text};"
 
-    def store_value(self, row: int, value: Expr | None, prog: Program) -> str:
+    def store_value(self, row: int, value: Expr | None, prog: JacobianProgram) -> str:
         text = self.non_finite(math.nan) if value is None else self.doprint(value)
         return f"v[{row}] = {text};"
 
-    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: Program) -> str:
+    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: JacobianProgram) -> str:
         text = self.literal(0.0) if value is None else self.doprint(value)
         return f"j[{row * prog.n_inputs + col}] = {text};"
 
@@ -132,10 +132,10 @@ class CupyBackend(Backend):
     name = "cupy"
     extra = "gpu"
 
-    def generate(self, prog: Program, dtype: str) -> str:
+    def generate(self, prog: JacobianProgram, dtype: str) -> str:
         return CudaPrinter(dtype).program(prog, KERNEL_NAME)
 
-    def load(self, source: str, prog: Program, dtype: str) -> Any:
+    def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         cp = require_extra("cupy", "gpu")
         register_source(source, self.name)
         kernel = cp.RawKernel(source, KERNEL_NAME)

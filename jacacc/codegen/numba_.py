@@ -5,7 +5,7 @@ The generated module is ordinary Python.  Its driver ``kernel(X, V, J)`` runs a
 :func:`block_size`).  Each block is copied, transposed, into a small scratch
 vector ``buf`` of ``R × B`` numbers laid out points-minor (structure of
 arrays): row ``k`` holds coordinate ``k`` of the block's points, at
-``buf[k*B : (k+1)*B]``.  The :class:`~jacacc.codegen.base.Program` then runs as
+``buf[k*B : (k+1)*B]``.  The :class:`~jacacc.codegen.base.JacobianProgram` then runs as
 one loop ``for i in range(L)`` over the block's points whose body is the
 straight-line program on scalars, reading its inputs from the input rows and
 writing the values and Jacobian entries to output rows.  Every access is
@@ -50,9 +50,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc import ops
-from jacacc.codegen.base import Backend, CodePrinter, Program, Statement, register_source
+from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, Statement, register_source
 from jacacc.errors import RegistryError, require_extra
-from jacacc.expr import Expr
+from jacacc.partials import Expr
 
 __all__ = ["NumbaBackend", "NumbaPrinter", "block_size"]
 
@@ -226,7 +226,7 @@ def _vector_math_source(used: set[str], fastmath: str) -> list[str]:
 VECTOR_MATH = frozenset({"exp", "log", "erf", "tanh"})
 
 
-def _functions_used(prog: Program) -> set[str]:
+def _functions_used(prog: JacobianProgram) -> set[str]:
     used: set[str] = set()
     stack: list[Expr] = [s.expr for s in prog.statements]
     while stack:
@@ -241,7 +241,7 @@ def _functions_used(prog: Program) -> set[str]:
 
 
 class NumbaPrinter(CodePrinter):
-    """Print a Program as points-minor block code for Numba's nopython mode.
+    """Print a JacobianProgram as points-minor block code for Numba's nopython mode.
 
     Parameters
     ----------
@@ -269,13 +269,13 @@ class NumbaPrinter(CodePrinter):
         offset = k * self.block
         return f"buf[{offset} + i]" if offset else "buf[i]"
 
-    def load(self, name: str, col: int, prog: Program) -> str:
+    def load(self, name: str, col: int, prog: JacobianProgram) -> str:
         return f"{name} = {self.row(self.rows[name])}"
 
-    def store_value(self, row: int, value: Expr | None, prog: Program) -> str:
+    def store_value(self, row: int, value: Expr | None, prog: JacobianProgram) -> str:
         return f"{self.row(prog.n_inputs + row)} = {'np.nan' if value is None else self.doprint(value)}"
 
-    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: Program) -> str:
+    def store_jacobian(self, row: int, col: int, value: Expr | None, prog: JacobianProgram) -> str:
         k = prog.n_inputs + prog.n_outputs + row * prog.n_inputs + col
         return f"{self.row(k)} = {'0.0' if value is None else self.doprint(value)}"
 
@@ -293,7 +293,7 @@ class NumbaPrinter(CodePrinter):
         return f"{line}  # {s.comment}" if s.comment else line
 
     # ---------------------------------------------------------------- the module
-    def block_program(self, prog: Program, name: str, max_statements: int, block: int | None = None) -> str:
+    def block_program(self, prog: JacobianProgram, name: str, max_statements: int, block: int | None = None) -> str:
         """The source of ``prog``: block parts of at most ``max_statements`` statements
         and the parallel driver ``name(X, V, J)`` (``J`` as ``(N, m*n)``)."""
         n, m = prog.n_inputs, prog.n_outputs
@@ -422,14 +422,14 @@ class NumbaBackend(Backend):
             raise RegistryError(f"numba backend: vector_math must be True, False or 'auto', got {vector_math!r}")
         self.vector_math = vector_math
 
-    def generate(self, prog: Program, dtype: str) -> str:
+    def generate(self, prog: JacobianProgram, dtype: str) -> str:
         vector_math = self.vector_math
         if vector_math == "auto":
             vector_math = len(prog.statements) <= VECTOR_MATH_MAX_STATEMENTS
         printer = NumbaPrinter(dtype, self.fastmath, bool(vector_math))
         return printer.block_program(prog, "kernel", self.max_statements, self.block)
 
-    def load(self, source: str, prog: Program, dtype: str) -> Any:
+    def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         numba = require_extra("numba", "cpu")
         filename = register_source(source, self.name)
         namespace: dict[str, Any] = {"__name__": f"jacacc_numba_{filename[-13:-1]}"}

@@ -29,7 +29,7 @@ Decisions are drawn one integer at a time through a ``choose(lo, hi)``
 callable (:func:`build`): the tests draw them from hypothesis (so failures
 shrink; 0 is always the simplest choice, ``tests/iverson_programs.py``), and
 :func:`random_program` from a seeded NumPy generator (the experiment).  The recorded decisions
-replay the same program with other index names (:meth:`Program.renamed`), an
+replay the same program with other index names (:meth:`GeneratedProgram.renamed`), an
 alpha-equivalent copy.
 """
 
@@ -70,7 +70,7 @@ from jacacc.iverson.syntax import (
     recip,
 )
 
-__all__ = ["FEATURES", "MAX_EXTENT", "Program", "build", "features", "random_program"]
+__all__ = ["FEATURES", "MAX_EXTENT", "GeneratedProgram", "build", "features", "random_program"]
 
 MAX_EXTENT = 5
 #: binders (gen and sum) nested at most this deep: the interpreter runs one scalar at a time
@@ -86,7 +86,7 @@ INPUT, POSITIVE, ANY = "input", "positive", "any"
 
 
 @dataclass(frozen=True)
-class Program:
+class GeneratedProgram:
     """A generated program, the shapes of its free (input) variables, and how to replay it."""
 
     expr: Expr
@@ -103,13 +103,13 @@ class Program:
             out[name] = float(value) if shape == () else value
         return out
 
-    def renamed(self, index_prefix: str) -> Program:
+    def renamed(self, index_prefix: str) -> GeneratedProgram:
         """The same program with every index variable renamed (replaying the recorded decisions)."""
         replay = iter(self.choices)
         return build(lambda lo, hi: next(replay), **{**self.options, "index_prefix": index_prefix})
 
     def __repr__(self) -> str:  # hypothesis prints this for a failing example: show the program
-        return f"Program(inputs={self.inputs}, scalar_output={self.scalar_output}, expr=\n{self.expr}\n)"
+        return f"GeneratedProgram(inputs={self.inputs}, scalar_output={self.scalar_output}, expr=\n{self.expr}\n)"
 
 
 @dataclass(frozen=True)
@@ -561,7 +561,7 @@ def _true_pred(which: int) -> Pred:
 
 
 def build(choose: Choose, scalar: bool = True, max_depth: int = 5, max_extent: int = MAX_EXTENT,
-          index_prefix: str = "i") -> Program:
+          index_prefix: str = "i") -> GeneratedProgram:
     """A program from a stream of decisions (see :func:`programs`)."""
     recorded: list[int] = []
 
@@ -603,11 +603,11 @@ def build(choose: Choose, scalar: bool = True, max_depth: int = 5, max_extent: i
             if expr.type == ():
                 expr = iv.gen(f"{index_prefix}_out", 2, expr)
     options = {"scalar": scalar, "max_depth": max_depth, "max_extent": max_extent, "index_prefix": index_prefix}
-    return Program(expr, {n: t for n, t in expr.free_vars.items()}, expr.type == (), tuple(recorded), options)
+    return GeneratedProgram(expr, {n: t for n, t in expr.free_vars.items()}, expr.type == (), tuple(recorded), options)
 
 
 def random_program(rng: np.random.Generator, scalar: bool = True, max_depth: int = 5,
-                   max_extent: int = MAX_EXTENT) -> Program:
+                   max_extent: int = MAX_EXTENT) -> GeneratedProgram:
     """The same generator driven by a NumPy generator (decisions uniform, no shrinking)."""
     return build(lambda lo, hi: int(rng.integers(lo, hi + 1)), scalar=scalar, max_depth=max_depth,
                  max_extent=max_extent)

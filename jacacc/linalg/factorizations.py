@@ -2,10 +2,10 @@
 and the diagonal/triangle helpers as differentiable tensor expressions (paper 004,
 Seeger et al., "Auto-Differentiating Linear Algebra", §4.3, §4.4 and the appendix).
 
-Like ``trsm``, ``potrf`` and ``potri`` in :mod:`jacacc.linalg.expressions`,
+Like ``trsm``, ``potrf`` and ``potri`` in :mod:`jacacc.linalg.blas_cholesky`,
 each operator here is a general function of :mod:`jacacc.tensor`
 (:class:`~jacacc.tensor.operators.Operator`): its forward pass is the LAPACK
-kernel of :mod:`jacacc.linalg.kernels`, its pushforward (``jvp``) and
+kernel of :mod:`jacacc.linalg.routines`, its pushforward (``jvp``) and
 pullback (``vjp``) are tensor expressions written with the operators
 themselves (``trsm`` instead of any inverse) and einsums, so derivatives of
 derivatives (Hessians) work.
@@ -97,7 +97,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.linalg.expressions import (
+from jacacc.linalg.blas_cholesky import (
     masked,
     matmul,
     off_diagonal_mask,
@@ -450,7 +450,7 @@ def gesv(A: Tensor, B: Tensor, transpose: bool = False) -> Tensor:
     ----------
     A : Tensor, shape (..., n, n)
         Invertible (a singular matrix is refused when the solve is evaluated:
-        :class:`~jacacc.linalg.kernels.SingularMatrixError`).
+        :class:`~jacacc.linalg.routines.SingularMatrixError`).
     B : Tensor, shape (..., n, k)
         Same batch shape as ``A``.
     transpose : bool
@@ -560,9 +560,9 @@ def _getrf_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
 
 
 def _getrf_forward(A: np.ndarray, overwrite_a: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    return kernels.getrf(A, overwrite_a=overwrite_a)
+    return routines.getrf(A, overwrite_a=overwrite_a)
 
 
 def _getrs_shapes(a: Shape, lu: Shape, piv: Shape, b: Shape, transpose: bool) -> tuple[Shape]:
@@ -575,9 +575,9 @@ def _getrs_shapes(a: Shape, lu: Shape, piv: Shape, b: Shape, transpose: bool) ->
 
 
 def _getrs_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, B: np.ndarray, transpose: bool) -> np.ndarray:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    return kernels.getrs(LU, piv, B, transpose=transpose)
+    return routines.getrs(LU, piv, B, transpose=transpose)
 
 
 def _getrs(A: Tensor, LU: Tensor, piv: Tensor, B: Tensor, transpose: bool) -> Tensor:
@@ -607,9 +607,9 @@ def _getri_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape]:
 
 
 def _getri_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, overwrite_lu: bool = False) -> np.ndarray:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    return kernels.getri(LU, piv, overwrite_lu=overwrite_lu)
+    return routines.getri(LU, piv, overwrite_lu=overwrite_lu)
 
 
 def _getri_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
@@ -632,9 +632,9 @@ def _slogdet_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape, Shape]:
 
 
 def _slogdet_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    return kernels.slogdet_lu(LU, piv)
+    return routines.slogdet_lu(LU, piv)
 
 
 def _slogdet_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
@@ -714,7 +714,7 @@ def makediag(v: Tensor, offset: int = 0) -> Tensor:
 def extracttrian(A: Tensor, offset: int = 0, lower: bool = True) -> Tensor:
     """A triangle of each square matrix packed into a vector, as an expression node (paper 004 §4).
 
-    MXNet's packing (:func:`jacacc.linalg.kernels.extracttrian`); a linear map
+    MXNet's packing (:func:`jacacc.linalg.routines.extracttrian`); a linear map
     whose pullback is :func:`maketrian` with the same options.
 
     Examples
@@ -791,19 +791,19 @@ def _no_flops(*_: Any, **__: Any) -> int:
 
 
 def _register() -> None:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    register_operator(Operator("gelqf", kernels.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
+    register_operator(Operator("gelqf", routines.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
                                in_place=((0, "overwrite_a"),)))
-    register_operator(Operator("syevd", kernels.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
+    register_operator(Operator("syevd", routines.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
                                in_place=((0, "overwrite_a"),)))
     register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
                                _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))
     for name, kernel, shapes, build, adjoint in [
-        ("extractdiag", kernels.extractdiag, _extractdiag_shapes, extractdiag, makediag),
-        ("makediag", kernels.makediag, _makediag_shapes, makediag, extractdiag),
-        ("extracttrian", kernels.extracttrian, _extracttrian_shapes, extracttrian, maketrian),
-        ("maketrian", kernels.maketrian, _maketrian_shapes, maketrian, extracttrian),
+        ("extractdiag", routines.extractdiag, _extractdiag_shapes, extractdiag, makediag),
+        ("makediag", routines.makediag, _makediag_shapes, makediag, extractdiag),
+        ("extracttrian", routines.extracttrian, _extracttrian_shapes, extracttrian, maketrian),
+        ("maketrian", routines.maketrian, _maketrian_shapes, maketrian, extracttrian),
     ]:
         register_operator(Operator(name, kernel, shapes, *_linear_pair(build, adjoint), _no_flops))
     _register_lu()

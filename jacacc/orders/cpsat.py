@@ -86,29 +86,27 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from jacacc.bounds import structural_lower_bound
 from jacacc.eliminate.state import EdgeStep, EliminationGraph
 from jacacc.errors import OrderError, require_extra
 from jacacc.graph import CompGraph
+from jacacc.orders.exhaustive import EdgeSpace, FaceNames, FaceState, face_lower_bound, replay_named_faces
 from jacacc.orders.local_search import (
+    DEFAULT_STARTS,
     DEFAULT_TIME_LIMIT,
     BitsetVertexCost,
     Progress,
     ProgressCallback,
-    _elapsed,
     anneal_vertex,
     check_time_limit,
+    elapsed,
+    start_order,
 )
 from jacacc.orders.registry import OrderResult, SearchInfo, register_method
 
 __all__ = ["branch_and_bound", "cpsat_vertex", "edge_steps_from_vertex_order", "vertex_model"]
 
 Node = Hashable
-
-
-def _structural_bound(graph: CompGraph, mode: str) -> int:
-    from jacacc.api import structural_lower_bound  # jacacc.api imports the orders package
-
-    return structural_lower_bound(graph, mode)
 
 
 def _check_workers(workers: Any) -> int:
@@ -139,10 +137,8 @@ def _hint_order(graph: CompGraph, seed: int | None, seconds: float) -> list[Node
     """The best heuristic vertex order, improved by ``anneal`` for ``seconds``."""
     n = len(graph.intermediates)
     if seconds <= 0 or n < 2:
-        from jacacc.orders.local_search import DEFAULT_STARTS, _start_order
-
         model = BitsetVertexCost(graph)
-        orders = [_start_order(graph, name) for name in DEFAULT_STARTS]
+        orders = [start_order(graph, name) for name in DEFAULT_STARTS]
         return min(orders, key=model.cost)
     return list(anneal_vertex(graph, seed=seed, time_limit=seconds, iterations=3000 * n).order)
 
@@ -207,7 +203,7 @@ class _VertexModel:
             model.Add(self.c[j] >= self.s[j])
         self.objective = sum(self.c.values())
         if mids:
-            model.Add(self.objective >= _structural_bound(graph, "vertex"))
+            model.Add(self.objective >= structural_lower_bound(graph, "vertex"))
         model.Minimize(self.objective)
 
     def eliminated_before(self, w: Node, j: Node) -> Any:
@@ -352,7 +348,7 @@ def cpsat_vertex(
     hint_seconds = _check_hint_time(hint_time)
     began = time.perf_counter()
     mids = graph.intermediates
-    structural = _structural_bound(graph, "vertex")
+    structural = structural_lower_bound(graph, "vertex")
     costing = BitsetVertexCost(graph)
     best_order = _hint_order(graph, seed, _hint_seconds(hint_seconds, limit, len(mids)))
     best_cost = costing.cost(best_order)
@@ -363,7 +359,7 @@ def cpsat_vertex(
 
     report(best_cost, structural)
     if best_cost <= structural:  # the bound is met: nothing left to prove
-        info = SearchInfo("optimal", best_cost, best_cost, _elapsed(began), "heuristic")
+        info = SearchInfo("optimal", best_cost, best_cost, elapsed(began), "heuristic")
         return OrderResult(best_order, optimal=True, lower_bound=best_cost, search=info)
 
     cp_model = require_extra("ortools.sat.python.cp_model", "ortools")
@@ -396,7 +392,7 @@ def cpsat_vertex(
     if proven:
         bound = best_cost
     report(best_cost, bound)
-    info = SearchInfo("optimal" if proven else "feasible", best_cost, bound, _elapsed(began), "cp-sat")
+    info = SearchInfo("optimal" if proven else "feasible", best_cost, bound, elapsed(began), "cp-sat")
     return OrderResult(list(best_order), optimal=True if proven else None, lower_bound=bound, search=info)
 
 
@@ -499,7 +495,7 @@ def branch_and_bound(
     deadline = None if limit is None else began + limit
     n = len(graph.intermediates)
     order, cap = _incumbent(graph, mode, seed, _hint_seconds(hint_seconds, limit, n))
-    structural = _structural_bound(graph, mode)
+    structural = structural_lower_bound(graph, mode)
     name = f"{mode} b&b"
 
     def report(bound: int | None) -> None:
@@ -508,7 +504,7 @@ def branch_and_bound(
 
     report(structural)
     if cap <= structural:
-        info = SearchInfo("optimal", cap, cap, _elapsed(began), "heuristic")
+        info = SearchInfo("optimal", cap, cap, elapsed(began), "heuristic")
         return OrderResult(order, optimal=True, lower_bound=cap, search=info)
     search = _EdgeSearch(graph, cap) if mode == "edge" else _FaceSearch(graph, cap)
     found, bound = search.run(deadline, max_states, report)
@@ -519,7 +515,7 @@ def branch_and_bound(
     if proven:
         bound = cap
     report(bound)
-    info = SearchInfo("optimal" if proven else "feasible", cap, bound, _elapsed(began), "best-first")
+    info = SearchInfo("optimal" if proven else "feasible", cap, bound, elapsed(began), "best-first")
     return OrderResult(list(order), optimal=True if proven else None, lower_bound=bound, search=info)
 
 
@@ -587,10 +583,8 @@ class _BestFirst:
 
 class _EdgeSearch(_BestFirst):
     def __init__(self, graph: CompGraph, cap: int) -> None:
-        from jacacc.orders.exhaustive import _EdgeSpace
-
         super().__init__(cap)
-        self.space = _EdgeSpace(graph)
+        self.space = EdgeSpace(graph)
         self.bounds: dict = {}
         self.parent: dict = {}
 
@@ -620,30 +614,24 @@ class _EdgeSearch(_BestFirst):
 
 class _FaceSearch(_BestFirst):
     def __init__(self, graph: CompGraph, cap: int) -> None:
-        from jacacc.orders.exhaustive import _Names
-
         super().__init__(cap)
         self.graph = graph
-        self.names = _Names()
+        self.names = FaceNames()
         self.bounds: dict = {}
         self.parent: dict = {}
         self.pending: dict = {}
 
     def start(self) -> tuple[Hashable, int]:
-        from jacacc.orders.exhaustive import _face_bound, _FaceState
-
-        first = _FaceState.start(self.graph, self.names)
+        first = FaceState.start(self.graph, self.names)
         key = first.key()
         self.pending[key] = first
         self.parent[key] = None
-        return key, _face_bound(first.graph, self.bounds)
+        return key, face_lower_bound(first.graph, self.bounds)
 
     def is_goal(self, key: Hashable) -> bool:
         return self.pending[key].graph.done
 
     def expand(self, key: Hashable):
-        from jacacc.orders.exhaustive import _face_bound
-
         current = self.pending.pop(key)
         self.current = current
         for step in list(current.graph.intermediate_faces()):
@@ -651,7 +639,7 @@ class _FaceSearch(_BestFirst):
             nxt_key = nxt.key()
             self.candidate = nxt
             yield (current.name(step.left), current.name(step.right)), 1, nxt_key, \
-                _face_bound(nxt.graph, self.bounds)
+                face_lower_bound(nxt.graph, self.bounds)
 
     def reopen(self, key: Hashable) -> None:
         self.pending[key] = self.current
@@ -661,13 +649,11 @@ class _FaceSearch(_BestFirst):
         self.pending[nxt] = self.candidate
 
     def path(self, key: Hashable) -> list:
-        from jacacc.orders.exhaustive import _replay_named
-
         named = []
         while self.parent[key] is not None:
             key, face = self.parent[key]
             named.append(face)
-        return list(_replay_named(self.graph, named[::-1], self.names))
+        return list(replay_named_faces(self.graph, named[::-1], self.names))
 
 
 def _mode_search(mode: str, default_limit: float | None):

@@ -88,14 +88,19 @@ from jacacc.orders.registry import OrderResult, register_method
 __all__ = [
     "DEFAULT_MAX_INTERMEDIATES",
     "DEFAULT_MAX_STATES",
+    "EdgeSpace",
+    "FaceNames",
+    "FaceState",
     "Optimum",
     "copy_face_graph",
     "exhaustive_edge",
     "exhaustive_face",
     "exhaustive_vertex",
+    "face_lower_bound",
     "face_state",
     "face_state_key",
     "optimum",
+    "replay_named_faces",
 ]
 
 Node = Hashable
@@ -300,7 +305,7 @@ def _weighted_vertex_optimum(graph: CompGraph, *, max_intermediates: int = DEFAU
 
 
 # ============================================================================ edge mode
-class _EdgeSpace:
+class EdgeSpace:
     """Edge sets as bitmasks over the vertex pairs an edge elimination can ever join
     (``u`` reaches ``w`` in the original graph), numbered in topological order so
     that decoding a state lists its edges deterministically."""
@@ -334,7 +339,7 @@ class _EdgeSpace:
         The larger of the structural bound of the current graph (pairs still
         joined by a path of length ≥ 2, intermediates left; a step of cost
         ``c`` serves at most ``c`` pairs and removes at most one intermediate)
-        and the face bound of its dual graph (:func:`_face_bound`): an edge
+        and the face bound of its dual graph (:func:`face_lower_bound`): an edge
         step of cost ``c`` is ``c`` face eliminations, each lowering that bound
         by at most one.
         """
@@ -394,7 +399,7 @@ def _too_many_states(mode: str, max_states: int) -> OrderError:
 
 
 def _edge_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> Optimum:
-    space = _EdgeSpace(graph)
+    space = EdgeSpace(graph)
     start = space.start
     cap = _upper_bound(graph, "edge")
     best_cost = {start: 0}
@@ -471,7 +476,7 @@ def copy_face_graph(state: FaceGraph, recorder: Any = None) -> FaceGraph:
     return state.copy(recorder)
 
 
-class _Names:
+class FaceNames:
     """Path sets interned to small integers, shared by every state of one search."""
 
     def __init__(self) -> None:
@@ -490,7 +495,7 @@ class _LabelTracker:
     """A FaceGraph recorder that keeps every dual vertex's label: the (interned) set
     of LCG paths, as node tuples, that its value sums — a name free of fill-in ids."""
 
-    def __init__(self, labels: dict[Any, int], names: _Names) -> None:
+    def __init__(self, labels: dict[Any, int], names: FaceNames) -> None:
         self.labels, self.names = labels, names
 
     def multiply(self, target: Any, left: Any, right: Any, *, new: bool) -> None:
@@ -510,7 +515,7 @@ class _LabelTracker:
 _SHIFT = 1 << 32  # packs a face (label, label) into one int; a search never makes 2^32 path sets
 
 
-class _FaceState:
+class FaceState:
     """A FaceGraph in progress with the labels of its vertices."""
 
     __slots__ = ("distinct", "graph", "labels")
@@ -520,17 +525,17 @@ class _FaceState:
         self.distinct = len(set(labels.values())) == len(labels)
 
     @classmethod
-    def start(cls, graph: CompGraph, names: _Names) -> _FaceState:
+    def start(cls, graph: CompGraph, names: FaceNames) -> FaceState:
         state = FaceGraph(graph)
         labels = {v: names(frozenset([v if isinstance(v, Terminal) else tuple(v)])) for v in state.succs}
         return cls(state, labels)
 
-    def advance(self, step: FaceStep, names: _Names) -> _FaceState:
+    def advance(self, step: FaceStep, names: FaceNames) -> FaceState:
         labels = dict(self.labels)
         graph = copy_face_graph(self.graph, _LabelTracker(labels, names))
         graph.eliminate(*step)
         graph.recorder = None
-        return _FaceState(graph, labels)
+        return FaceState(graph, labels)
 
     def name(self, v: Any) -> Hashable:
         """The id-free name of vertex ``v`` (its label), or ``("id", v)`` where labels
@@ -564,8 +569,8 @@ def face_state(graph: CompGraph, faces: Sequence[Any] = ()) -> tuple[FaceGraph, 
     """
     from jacacc.eliminate.face import as_face_step
 
-    names = _Names()
-    state = _FaceState.start(graph, names)
+    names = FaceNames()
+    state = FaceState.start(graph, names)
     for pos, item in enumerate(faces):
         step = as_face_step(item, pos)
         problem = state.graph.check_face(step)
@@ -592,8 +597,8 @@ def face_state_key(state: FaceGraph, paths: dict[Any, frozenset]) -> Hashable:
     >>> face_state_key(*face_state(g, [f0, f1])) == face_state_key(*face_state(g, [f1, f0]))
     True
     """
-    names = _Names()
-    labelled = _FaceState(state, {v: names(p) for v, p in paths.items()})
+    names = FaceNames()
+    labelled = FaceState(state, {v: names(p) for v, p in paths.items()})
     if labelled.distinct:
         return frozenset((paths[a], paths[b]) for a, out in state.succs.items() for b in out)
     return labelled.key()
@@ -627,7 +632,7 @@ def _junction_sequences(state: FaceGraph) -> set[tuple[Node, tuple[Node, ...], N
     return sequences
 
 
-def _face_bound(state: FaceGraph, cache: dict[frozenset, int]) -> int:
+def face_lower_bound(state: FaceGraph, cache: dict[frozenset, int]) -> int:
     """A consistent lower bound on the faces still to eliminate (see :func:`_cover_bound`)."""
     return _cover_bound(_junction_sequences(state), cache)
 
@@ -705,8 +710,8 @@ def _upper_bound(graph: CompGraph, mode: str) -> int:
 
 
 def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> Optimum:
-    names = _Names()
-    first = _FaceState.start(graph, names)
+    names = FaceNames()
+    first = FaceState.start(graph, names)
     cap = _upper_bound(graph, "face")
     start = first.key()
     best_cost = {start: 0}
@@ -715,7 +720,7 @@ def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> 
     pending = {start: first}
     tie = itertools.count()
     bounds: dict[frozenset, int] = {}
-    heap = [(_face_bound(first.graph, bounds), 0, next(tie), start)]
+    heap = [(face_lower_bound(first.graph, bounds), 0, next(tie), start)]
     closed: set = set()
     while heap:
         _, neg_cost, _, key = heapq.heappop(heap)
@@ -728,7 +733,7 @@ def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> 
             while parent[key] is not None:
                 key, face = parent[key]
                 named.append(face)
-            order = _replay_named(graph, named[::-1], names)
+            order = replay_named_faces(graph, named[::-1], names)
             return Optimum("face", cost, order, len(best_cost))
         closed.add(key)
         for step in list(current.graph.intermediate_faces()):
@@ -736,7 +741,7 @@ def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> 
             nxt_key = nxt.key()
             if nxt_key in closed or cost + 1 >= best_cost.get(nxt_key, cost + 2):
                 continue
-            estimate = cost + 1 + _face_bound(nxt.graph, bounds)
+            estimate = cost + 1 + face_lower_bound(nxt.graph, bounds)
             if estimate > cap:
                 continue  # cannot beat an order already known
             if nxt_key not in best_cost and len(best_cost) >= max_states:
@@ -748,13 +753,13 @@ def _face_optimum(graph: CompGraph, *, max_states: int = DEFAULT_MAX_STATES) -> 
     raise AssertionError("the upper bound is attained by a face order")  # pragma: no cover
 
 
-def _replay_named(graph: CompGraph, faces: list[tuple[Hashable, Hashable]], names: _Names) -> tuple[FaceStep, ...]:
+def replay_named_faces(graph: CompGraph, faces: list[tuple[Hashable, Hashable]], names: FaceNames) -> tuple[FaceStep, ...]:
     """Turn faces named by labels into faces named by the vertex ids of one fresh replay.
 
     Each state on the optimal path has the same key as the replay's state at
     that point, hence the same names: every name picks out exactly one vertex.
     """
-    state = _FaceState.start(graph, names)  # the search's table, so labels compare as integers
+    state = FaceState.start(graph, names)  # the search's table, so labels compare as integers
     order = []
     for left, right in faces:
         vertex = {state.name(v): v for v in state.labels}

@@ -63,7 +63,7 @@ from jacacc.graph import CompGraph
 from jacacc.orders.registry import OrderResult, SearchInfo, register_method
 
 __all__ = ["DEFAULT_STARTS", "DEFAULT_TIME_LIMIT", "BitsetVertexCost", "Progress", "anneal_vertex",
-           "check_time_limit", "vertex_order_cost"]
+           "check_time_limit", "elapsed", "start_order", "vertex_order_cost"]
 
 Node = Hashable
 DEFAULT_TIME_LIMIT = 10.0
@@ -93,7 +93,7 @@ class Progress:
 ProgressCallback = Callable[[Progress], Any]
 
 
-def _elapsed(began: float) -> float:
+def elapsed(began: float) -> float:
     """Seconds since ``began``, to the centisecond (a record of a quick search stays reproducible)."""
     return round(time.perf_counter() - began, 2)
 
@@ -357,12 +357,12 @@ def anneal_vertex(
         best = optimum(graph, "vertex")
         if progress is not None:
             progress(Progress("anneal", best.cost, best.cost, time.perf_counter() - began))
-        info = SearchInfo("optimal", best.cost, best.cost, _elapsed(began), "subset DP")
+        info = SearchInfo("optimal", best.cost, best.cost, elapsed(began), "subset DP")
         return OrderResult(list(best.order), optimal=True, lower_bound=best.cost, search=info)
 
     start_orders: list[list[int]] = []
     for item in starts:
-        start_orders.append([model.index[v] for v in _start_order(graph, item)])
+        start_orders.append([model.index[v] for v in start_order(graph, item)])
     best_cost, best_order = None, None
     for order in start_orders:
         c = sum(model.costs(order))
@@ -412,11 +412,11 @@ def anneal_vertex(
                         best_cost, best_order = current, list(annealer.order)
                         report()
     order = [model.nodes[j] for j in best_order]
-    info = SearchInfo("feasible", best_cost, None, _elapsed(began), "anneal")
+    info = SearchInfo("feasible", best_cost, None, elapsed(began), "anneal")
     return OrderResult(order, optimal=None, lower_bound=None, search=info)
 
 
-def _start_order(graph: CompGraph, item: str | Sequence[Node]) -> list[Node]:
+def start_order(graph: CompGraph, item: str | Sequence[Node]) -> list[Node]:
     """A starting order: a vertex method by name, or an explicit permutation (checked)."""
     if isinstance(item, str):
         from jacacc.orders.registry import find_order

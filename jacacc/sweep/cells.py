@@ -6,7 +6,7 @@
 measures:
 
 * the graph's size (inputs, intermediates, outputs, edges, faces) and
-  :func:`~jacacc.api.structural_lower_bound`;
+  :func:`~jacacc.bounds.structural_lower_bound`;
 * :func:`~jacacc.api.optimize`: mults, adds, fill-ins, the plan's lower bound
   and optimality, and for search methods the proof status and best bound;
   ``optimize_seconds``;
@@ -125,7 +125,8 @@ def graph_size(graph: Any) -> dict[str, int]:
 def measure(cell: Cell, result: dict[str, Any]) -> str:
     """Fill ``result`` for ``cell`` step by step (a failure keeps what was measured)
     and return the status, ``"ok"`` or ``"skipped"``."""
-    from jacacc.api import optimize, structural_lower_bound
+    from jacacc.api import optimize
+    from jacacc.bounds import structural_lower_bound
 
     graph = build_graph(cell.problem, cell.seed)
     size = graph_size(graph)

@@ -46,7 +46,7 @@ Conventions (where NumPy defines only a value, the derivative follows JAX's
   smallest gap.  Derivatives of eigenvalues alone never involve the gaps
   (first order; second derivatives of eigenvalues do, and are clamped).
 * **Singular matrices.**  ``solve`` and ``inv`` raise
-  :class:`~jacacc.linalg.kernels.SingularMatrixError` (a ``LinAlgError``, as
+  :class:`~jacacc.linalg.routines.SingularMatrixError` (a ``LinAlgError``, as
   NumPy's) when evaluated on an exactly singular matrix; ``slogdet`` returns
   NumPy's ``(0, -inf)`` and ``det`` returns 0, but their derivatives
   (``A⁻ᵀ``, ``det·A⁻ᵀ``) need the inverse and are refused the same way
@@ -180,7 +180,7 @@ def _det(a: Any) -> Traced:
 # ---------------------------------------------------------------------------- cholesky, eigh
 @register_function(np.linalg.cholesky)
 def _cholesky(a: Any, upper: bool = False) -> Traced:
-    from jacacc.linalg.expressions import potrf
+    from jacacc.linalg.blas_cholesky import potrf
 
     A = _node(a)
     _square("np.linalg.cholesky", "a", A)

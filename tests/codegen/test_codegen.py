@@ -16,7 +16,7 @@ from jacacc.codegen import backends, clear_cache, get_backend, lower, register_b
 from jacacc.codegen.cupy_ import CupyBackend
 from jacacc.codegen.numpy_ import NumpyBackend
 from jacacc.errors import GraphError, MissingExtraError, RegistryError
-from jacacc.expr import Apply, Const
+from jacacc.partials import Apply, Const
 from jacacc.problems import get
 from jacacc.verify import central_differences
 

@@ -20,7 +20,7 @@ import pytest
 import jacacc.tensor as jt
 from jacacc import ops
 from jacacc.codegen.cupy_ import CudaPrinter
-from jacacc.expr import Apply, Var
+from jacacc.partials import Apply, Var
 from jacacc.tracer import apply_rule, trace
 
 #: operations whose value is the identity or zero: the front ends' plumbing, checked in test_trace

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import jacacc
+from jacacc.bracketing import ExpressionError, paper_symbol, parse_expressions, to_expressions
 from jacacc.eliminate import eliminate_faces
-from jacacc.expressions import ExpressionError, paper_symbol, parse_expressions, to_expressions
 from jacacc.problems.generators import random_dag
 from jacacc.problems.paper003 import fig4_1a
 from jacacc.relations import (

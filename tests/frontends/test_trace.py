@@ -1,5 +1,5 @@
 """Tests of the tracer (jacacc.tracer), the rules table (jacacc.rules) and the
-symbolic partials (jacacc.expr).
+symbolic partials (jacacc.partials).
 
 Jacobians of traced functions are checked against central finite differences
 of the *original* Python function, so the tests also check that the traced
@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 
 import jacacc.tracer as jt
 from jacacc.errors import JacaccError, RegistryError, UnsupportedOperationError
-from jacacc.expr import (
+from jacacc.graph import CompGraph, PrunedVerticesWarning
+from jacacc.ops import ZERO
+from jacacc.partials import (
     FUNCTIONS,
     Apply,
     Const,
@@ -37,8 +39,6 @@ from jacacc.expr import (
     lt,
     sin,
 )
-from jacacc.graph import CompGraph, PrunedVerticesWarning
-from jacacc.ops import ZERO
 from jacacc.rules import RULES, get_rule, register_rule, unregister_rule
 from jacacc.tracer import Traced, TraceError, Tracer, trace
 

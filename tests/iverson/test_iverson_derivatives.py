@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jacacc.iverson as iv
-from jacacc.iverson.generate import Program, random_program
+from jacacc.iverson.generate import GeneratedProgram, random_program
 
 #: the documented cheap-gradient constant (README, "Cheap gradients"): cost(grad f) ≤ C·cost(f)
 CHEAP_GRADIENT_CONSTANT = 5
@@ -24,7 +24,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 @st.composite
-def programs(draw: st.DrawFn, scalar: bool = True, max_extent: int = 4, max_depth: int = 5) -> Program:
+def programs(draw: st.DrawFn, scalar: bool = True, max_extent: int = 4, max_depth: int = 5) -> GeneratedProgram:
     """A random program from a hypothesis-drawn seed.  (Driving every decision of the generator
     through hypothesis shrinks well but favours tiny programs; seeds give the generator's own,
     richer distribution, and a failure is reproduced from its seed.)"""
@@ -58,7 +58,7 @@ PASSES = [iv.let_lift, iv.pair_eliminate, iv.gen_pushout, iv.tensor_ssa, iv.norm
 @pytest.mark.parametrize("transform", PASSES, ids=lambda f: f.__name__)
 @SETTINGS
 @given(program=programs(scalar=False), seed=seeds)
-def test_passes_preserve_values_and_never_increase_cost(transform, program: Program, seed: int) -> None:
+def test_passes_preserve_values_and_never_increase_cost(transform, program: GeneratedProgram, seed: int) -> None:
     arrays = program.arrays(np.random.default_rng(seed))
     out = transform(program.expr)
     assert out.type == program.expr.type
@@ -69,7 +69,7 @@ def test_passes_preserve_values_and_never_increase_cost(transform, program: Prog
 
 @SETTINGS
 @given(program=programs(scalar=False), seed=seeds)
-def test_cost_model_equals_the_instrumented_interpreter(program: Program, seed: int) -> None:
+def test_cost_model_equals_the_instrumented_interpreter(program: GeneratedProgram, seed: int) -> None:
     arrays = program.arrays(np.random.default_rng(seed))
     for expr in (program.expr, iv.normalize(program.expr), iv.simplify(program.expr)):
         assert iv.cost(expr) == iv.count_operations(expr, **arrays), str(expr)
@@ -90,7 +90,7 @@ def central_differences(expr: iv.Expr, name: str, arrays: dict, h: float = 1e-6)
 
 @SETTINGS
 @given(program=programs(scalar=True), seed=seeds)
-def test_gradient_matches_central_differences_and_is_cheap(program: Program, seed: int) -> None:
+def test_gradient_matches_central_differences_and_is_cheap(program: GeneratedProgram, seed: int) -> None:
     arrays = program.arrays(np.random.default_rng(seed))
     cost_f = total(iv.cost(program.expr))
     for name, shape in program.inputs.items():
@@ -106,7 +106,7 @@ def test_gradient_matches_central_differences_and_is_cheap(program: Program, see
 
 @SETTINGS
 @given(program=programs(scalar=False), seed=seeds)
-def test_forward_and_adjoint_pass_the_dot_product_test(program: Program, seed: int) -> None:
+def test_forward_and_adjoint_pass_the_dot_product_test(program: GeneratedProgram, seed: int) -> None:
     rng = np.random.default_rng(seed)
     arrays = program.arrays(rng)
     out_type = program.expr.type

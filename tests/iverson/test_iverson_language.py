@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from iverson_programs import FEATURES, Program, features, programs, random_program
+from iverson_programs import FEATURES, GeneratedProgram, features, programs, random_program
 
 import jacacc.iverson as iv
 from jacacc.intlin import ceil_div, count_points_1d, eliminate, floor_div, integer_feasible
@@ -225,7 +225,7 @@ def assert_close(got: Any, want: Any) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
 
 
-def evaluate_program(program: Program, seed: int) -> tuple[dict[str, Any], Any]:
+def evaluate_program(program: GeneratedProgram, seed: int) -> tuple[dict[str, Any], Any]:
     arrays = program.arrays(np.random.default_rng(seed))
     return arrays, iv.evaluate(program.expr, **arrays)
 
@@ -268,7 +268,7 @@ def test_interpreter_agrees_with_the_numpy_oracle(scalar: bool, data: st.DataObj
 
 @SETTINGS
 @given(program=programs(scalar=False), seed=seeds)
-def test_count_operations_is_deterministic_non_negative_and_static(program: Program, seed: int) -> None:
+def test_count_operations_is_deterministic_non_negative_and_static(program: GeneratedProgram, seed: int) -> None:
     rng = np.random.default_rng(seed)
     arrays, other = program.arrays(rng), program.arrays(rng)
     counts = iv.count_operations(program.expr, **arrays)
@@ -288,7 +288,7 @@ def test_count_operations_is_deterministic_non_negative_and_static(program: Prog
 
 @SETTINGS
 @given(program=programs(scalar=False), seed=seeds)
-def test_renaming_every_index_gives_an_alpha_equivalent_program(program: Program, seed: int) -> None:
+def test_renaming_every_index_gives_an_alpha_equivalent_program(program: GeneratedProgram, seed: int) -> None:
     renamed = program.renamed("k")
     assert iv.same(program.expr, renamed.expr)
     assert renamed.inputs == program.inputs

@@ -176,7 +176,7 @@ def uninformed(graph: CompGraph, mode: str, monkeypatch) -> int:
     with monkeypatch.context() as patch:
         patch.setattr(exhaustive, "_cover_bound", lambda sequences, cache: 0)
         patch.setattr(exhaustive, "_upper_bound", lambda graph, mode: 10**9)
-        patch.setattr(exhaustive._EdgeSpace, "bound", lambda self, edges, cache: 0)
+        patch.setattr(exhaustive.EdgeSpace, "bound", lambda self, edges, cache: 0)
         return optimum(graph, mode).cost
 
 
@@ -191,9 +191,9 @@ def test_bounds_and_caps_never_cut_off_the_optimum(graph):
 def test_the_bound_is_below_the_optimum_and_tight_on_a_biclique():
     g = CompGraph.from_edges(["x0", "x1"], ["y0", "y1", "y2"], [
         ("x0", "v"), ("x1", "v"), ("v", "y0"), ("v", "y1"), ("v", "y2")])
-    assert exhaustive._face_bound(FaceGraph(g), {}) == optimum(g, "face").cost == 6
+    assert exhaustive.face_lower_bound(FaceGraph(g), {}) == optimum(g, "face").cost == 6
     found = face_state(g, [("x0", "v", "y0")])
-    assert exhaustive._face_bound(found[0], {}) == 5
+    assert exhaustive.face_lower_bound(found[0], {}) == 5
 
 
 # ----------------------------------------------------------------------------- all modes

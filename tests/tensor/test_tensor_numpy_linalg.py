@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import jacacc.tensor as jt
 from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
-from jacacc.linalg.kernels import SingularMatrixError
+from jacacc.linalg.routines import SingularMatrixError
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

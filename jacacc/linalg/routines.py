@@ -43,7 +43,7 @@ operators, which the paper contributed:
 Examples
 --------
 >>> import numpy as np
->>> from jacacc.linalg.kernels import potrf, trsm, sumlogdiag
+>>> from jacacc.linalg.routines import potrf, trsm, sumlogdiag
 >>> A = np.array([[4.0, 1.0], [1.0, 4.25]])
 >>> L = potrf(A)                                  # A = L Lᵀ
 >>> z = trsm(L, np.array([[2.0], [1.0]]))         # z = L⁻¹ y
@@ -296,7 +296,7 @@ def gemm(
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import gemm
+    >>> from jacacc.linalg.routines import gemm
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> gemm(A, np.eye(2), np.ones((2, 2)), alpha=2.0, beta=-1.0, transpose_a=True)
     array([[1., 5.],
@@ -382,7 +382,7 @@ def gemm2(
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import gemm2
+    >>> from jacacc.linalg.routines import gemm2
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> gemm2(A, A, alpha=0.5, transpose_b=True)
     array([[ 2.5,  5.5],
@@ -438,7 +438,7 @@ def syrk(A: ArrayLike, alpha: float = 1.0, transpose: bool = False) -> np.ndarra
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import syrk
+    >>> from jacacc.linalg.routines import syrk
     >>> syrk(np.array([[1.0, 2.0], [3.0, 4.0]]), alpha=2.0)
     array([[10., 22.],
            [22., 50.]])
@@ -559,7 +559,7 @@ def trmm(
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import trmm
+    >>> from jacacc.linalg.routines import trmm
     >>> L = np.array([[1.0, np.nan], [2.0, 3.0]])      # the upper triangle is never read
     >>> trmm(L, np.array([[1.0], [1.0]]))
     array([[1.],
@@ -656,7 +656,7 @@ def trsm(
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import trsm
+    >>> from jacacc.linalg.routines import trsm
     >>> L = np.array([[2.0, 0.0], [1.0, 4.0]])
     >>> trsm(L, np.array([[2.0], [9.0]]))               # L x = b
     array([[1.],
@@ -717,7 +717,7 @@ def potrf(A: ArrayLike, lower: bool = True, *, overwrite_a: bool = False) -> np.
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import potrf
+    >>> from jacacc.linalg.routines import potrf
     >>> potrf([[4.0, 1.0], [1.0, 4.25]])              # MXNet's documented example
     array([[2. , 0. ],
            [0.5, 2. ]])
@@ -784,7 +784,7 @@ def potri(L: ArrayLike, lower: bool = True, *, overwrite_l: bool = False) -> np.
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import potri
+    >>> from jacacc.linalg.routines import potri
     >>> potri([[2.0, 0.0], [1.0, 1.0]])               # inverse of [[4, 2], [2, 2]]
     array([[ 0.5, -0.5],
            [-0.5,  1. ]])
@@ -867,7 +867,7 @@ def gelqf(A: ArrayLike, *, overwrite_a: bool = False) -> tuple[np.ndarray, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import gelqf
+    >>> from jacacc.linalg.routines import gelqf
     >>> A = np.array([[3.0, 0.0, 4.0], [3.0, 2.0, 4.0]])
     >>> Q, L = gelqf(A)
     >>> L
@@ -954,7 +954,7 @@ def syevd(A: ArrayLike, *, overwrite_a: bool = False) -> tuple[np.ndarray, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import syevd
+    >>> from jacacc.linalg.routines import syevd
     >>> U, lam = syevd([[1.0, 2.0], [2.0, 4.0]])      # MXNet's documented example
     >>> np.round(U, 3)
     array([[ 0.894, -0.447],
@@ -1043,7 +1043,7 @@ def getrf(A: ArrayLike, *, overwrite_a: bool = False) -> tuple[np.ndarray, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import getrf, getrs
+    >>> from jacacc.linalg.routines import getrf, getrs
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> LU, piv = getrf(A)
     >>> getrs(LU, piv, np.array([[5.0], [6.0]]))       # A x = b
@@ -1121,7 +1121,7 @@ def getrs(LU: ArrayLike, piv: ArrayLike, B: ArrayLike, transpose: bool = False) 
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import getrf, getrs
+    >>> from jacacc.linalg.routines import getrf, getrs
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> getrs(*getrf(A), np.array([[1.0], [1.0]]), transpose=True)   # Aᵀ x = b
     array([[-0.5],
@@ -1185,7 +1185,7 @@ def getri(LU: ArrayLike, piv: ArrayLike, *, overwrite_lu: bool = False) -> np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import getrf, getri
+    >>> from jacacc.linalg.routines import getrf, getri
     >>> getri(*getrf(np.array([[1.0, 2.0], [3.0, 4.0]])))
     array([[-2. ,  1. ],
            [ 1.5, -0.5]])
@@ -1225,7 +1225,7 @@ def slogdet_lu(LU: ArrayLike, piv: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import getrf, slogdet_lu
+    >>> from jacacc.linalg.routines import getrf, slogdet_lu
     >>> sign, logabsdet = slogdet_lu(*getrf(np.array([[1.0, 2.0], [3.0, 4.0]])))   # det = -2
     >>> float(sign), bool(np.isclose(logabsdet, np.log(2.0)))
     (-1.0, True)
@@ -1277,7 +1277,7 @@ def sumlogdiag(A: ArrayLike) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import sumlogdiag
+    >>> from jacacc.linalg.routines import sumlogdiag
     >>> float(sumlogdiag([[np.e, 7.0], [7.0, np.e ** 2]]))
     3.0
     """
@@ -1340,7 +1340,7 @@ def extractdiag(A: ArrayLike, offset: int = 0) -> np.ndarray:
 
     Examples
     --------
-    >>> from jacacc.linalg.kernels import extractdiag
+    >>> from jacacc.linalg.routines import extractdiag
     >>> extractdiag([[1.0, 2.0], [3.0, 4.0]]), extractdiag([[1.0, 2.0], [3.0, 4.0]], offset=1)
     (array([1., 4.]), array([2.]))
     """
@@ -1384,7 +1384,7 @@ def makediag(v: ArrayLike, offset: int = 0) -> np.ndarray:
 
     Examples
     --------
-    >>> from jacacc.linalg.kernels import makediag
+    >>> from jacacc.linalg.routines import makediag
     >>> makediag([1.0, 2.0], offset=-1)
     array([[0., 0., 0.],
            [1., 0., 0.],
@@ -1456,7 +1456,7 @@ def extracttrian(A: ArrayLike, offset: int = 0, lower: bool = True) -> np.ndarra
     Examples
     --------
     >>> import numpy as np
-    >>> from jacacc.linalg.kernels import extracttrian
+    >>> from jacacc.linalg.routines import extracttrian
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> extracttrian(A), extracttrian(A, lower=False), extracttrian(A, 1), extracttrian(A, -1)
     (array([1., 3., 4.]), array([1., 2., 4.]), array([2.]), array([3.]))
@@ -1500,7 +1500,7 @@ def maketrian(v: ArrayLike, offset: int = 0, lower: bool = True) -> np.ndarray:
 
     Examples
     --------
-    >>> from jacacc.linalg.kernels import maketrian
+    >>> from jacacc.linalg.routines import maketrian
     >>> maketrian([1.0, 2.0, 3.0])
     array([[1., 0.],
            [2., 3.]])

@@ -10,7 +10,7 @@ import pytest
 from scipy.linalg import solve_triangular
 
 from jacacc.errors import JacaccError, NotPositiveDefiniteError
-from jacacc.linalg import kernels as K
+from jacacc.linalg import routines as K
 
 BATCHES = [(), (3,), (2, 3)]
 DTYPES = [np.float32, np.float64]
@@ -656,14 +656,14 @@ def test_offsets_and_packed_lengths_are_checked():
 @pytest.mark.parametrize("lower", [True, False])
 def test_a_triangle_of_the_other_kind_is_refused(op, lower):
     """An upper factor passed as lower (or vice versa) would silently be read as its diagonal."""
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
     F = np.array([[2.0, 1.0], [0.0, 3.0]])
     F = F if lower else F.T  # the wrong kind for `lower`
     batch = np.stack([np.tril(F.T) if lower else np.triu(F.T), F])
-    call = {"trsm": lambda A: kernels.trsm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
-            "trmm": lambda A: kernels.trmm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
-            "potri": lambda A: kernels.potri(A, lower=lower)}[op]
+    call = {"trsm": lambda A: routines.trsm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
+            "trmm": lambda A: routines.trmm(A, np.ones(A.shape[:-1] + (1,)), lower=lower),
+            "potri": lambda A: routines.potri(A, lower=lower)}[op]
     flag = "lower=False" if lower else "lower=True"
     with pytest.raises(ValueError, match=rf"{op}: .* zero off the diagonal .* needs {flag}"):
         call(F)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import jacacc
 from jacacc import CompGraph, OrderError, optimize, reference_jacobian
-from jacacc.expressions import (
+from jacacc.bracketing import (
     ExpressionError,
     ExpressionSet,
     Leaf,

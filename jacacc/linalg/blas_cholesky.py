@@ -10,7 +10,7 @@ Two kinds, by what their derivative needs:
   through ``tensordot``.
 * **Solves and factorizations** — ``trsm``, ``potrf``, ``potri`` — are general
   functions (:class:`~jacacc.tensor.operators.Operator`): their forward pass is
-  the BLAS/LAPACK kernel of :mod:`jacacc.linalg.kernels`, and their pushforward
+  the BLAS/LAPACK kernel of :mod:`jacacc.linalg.routines`, and their pushforward
   and pullback are the formulas of paper 004 §4 written with the same
   operators (two triangular solves for potrf's backward, no inverse), so that
   a derivative of a derivative works.
@@ -307,13 +307,13 @@ def _square_shapes(op: str) -> Any:
 
 
 def _register() -> None:
-    from jacacc.linalg import kernels
+    from jacacc.linalg import routines
 
-    register_operator(Operator("trsm", kernels.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
+    register_operator(Operator("trsm", routines.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
                                in_place=((1, "overwrite_b"),)))
-    register_operator(Operator("potrf", kernels.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
+    register_operator(Operator("potrf", routines.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
                                _cube_flops, in_place=((0, "overwrite_a"),)))
-    register_operator(Operator("potri", kernels.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
+    register_operator(Operator("potri", routines.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
                                lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),)))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.codegen.base import Backend, Program, as_points, fingerprint, lower
+from jacacc.codegen.base import Backend, JacobianProgram, as_points, fingerprint, lower
 from jacacc.errors import GraphError, JacaccError, RegistryError
 from jacacc.graph import CompGraph
 from jacacc.schedule import Schedule
@@ -40,7 +40,7 @@ class Kernel:
     dtype : str
     source : str
         The generated code (Python for numpy/numba, CUDA C++ for cupy).
-    program : Program
+    program : JacobianProgram
         The backend-neutral straight-line program it was printed from.
     schedule : Schedule
     mults, adds : int
@@ -70,7 +70,7 @@ class Kernel:
     """
 
     def __init__(self, graph: CompGraph, schedule: Schedule, backend: Backend, dtype: str,
-                 program: Program | None = None, *, method: str | None = None, mode: str | None = None) -> None:
+                 program: JacobianProgram | None = None, *, method: str | None = None, mode: str | None = None) -> None:
         self.graph = graph
         self.schedule = schedule
         self._backend = backend
@@ -116,7 +116,7 @@ class Kernel:
         return self.program.emitted_mults
 
     def operation_counts(self) -> dict[str, int]:
-        """Per-point arithmetic and memory counts; see :meth:`Program.operation_counts`,
+        """Per-point arithmetic and memory counts; see :meth:`JacobianProgram.operation_counts`,
         plus ``bytes`` (inputs read, values and Jacobians written)."""
         counts = self.program.operation_counts()
         counts["bytes"] = (counts["loads"] + counts["stores"]) * np.dtype(self.dtype).itemsize
