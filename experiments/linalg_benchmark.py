@@ -102,11 +102,11 @@ rule).  Timing, budget (``--sgp-time-budget``, extrapolated by (U/U_prev)²) and
 largest U adds the FLOPs and operator applications of jacacc's program.  See
 :func:`sparse_gp`.
 
-**Threads**: ``--threads 1`` (the default) pins NumPy's OpenBLAS, PyTorch and
-XLA with ``experiments/tensor_hessians.py``'s ``limit_threads``, and in
-addition SciPy's own OpenBLAS (a second library, which jacacc.linalg's LAPACK
-and BLAS calls use and ``limit_threads`` does not reach): one thread each on
-two cores shared with other work.  PyTorch's LAPACK is MKL; NumPy's and
+**Threads**: ``--threads 1`` (the default) pins every BLAS library — NumPy's
+OpenBLAS and SciPy's own (a second library, which jacacc.linalg's LAPACK and
+BLAS calls use) — through threadpoolctl, and PyTorch and XLA, with
+``experiments/tensor_hessians.py``'s ``limit_threads``: one thread each on two
+cores shared with other work.  PyTorch's LAPACK is MKL; NumPy's and
 SciPy's are OpenBLAS.
 
 Writes ``results/linalg_benchmark.json`` and ``figures/linalg_benchmark.png``
@@ -166,21 +166,9 @@ def sibling(name: str) -> Any:
 
 
 def pin_threads(threads: int) -> dict[str, Any]:
-    """``threads`` threads for NumPy's OpenBLAS, PyTorch and XLA (tensor_hessians' ``limit_threads``) and
-    for SciPy's OpenBLAS, which jacacc.linalg's kernels call (0: the libraries' defaults)."""
-    import scipy
-
-    hessians = sibling("tensor_hessians")
-    info = hessians.limit_threads(threads)
-    blas = hessians.openblas_control(os.path.dirname(scipy.__file__))
-    if blas is None:
-        info["scipy_openblas_threads"] = "not found"
-    elif threads > 0:
-        blas[0](threads)
-        info["scipy_openblas_threads"] = int(blas[1]())
-    else:
-        info["scipy_openblas_threads"] = int(blas[1]())
-    return info
+    """``threads`` threads for every BLAS library (NumPy's, and SciPy's OpenBLAS, which jacacc.linalg's
+    routines call), PyTorch and XLA: tensor_hessians' ``limit_threads`` (0: the libraries' defaults)."""
+    return sibling("tensor_hessians").limit_threads(threads)
 
 
 # =========================================================================== inputs and the operators per library

@@ -54,9 +54,8 @@ geometric mean and the worst ratio over every objective and size.
 
 Threads: one per library on one core — the process (every thread of it) is
 pinned to one CPU with ``os.sched_setaffinity`` where it exists; OpenBLAS
-(NumPy's and SciPy's) gets one thread through threadpoolctl, or where that is
-not installed through OpenBLAS's own setter (``tensor_hessians.py``'s
-``openblas_control``); PyTorch through ``torch.set_num_threads(1)``; XLA through
+(NumPy's and SciPy's) gets one thread through threadpoolctl
+(:func:`jacacc.bench.blas_threads`); PyTorch through ``torch.set_num_threads(1)``; XLA through
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1``,
 set before JAX starts its CPU backend (the record says whether it could be).
 Everything is restored when :func:`main` returns.  Other work on the machine's
@@ -85,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import sibling_script, time_call, write_record
+from jacacc.bench import blas_threads, sibling_script, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_breadth"
@@ -819,30 +818,11 @@ def pinned_to_one_core(core: int | None) -> Iterator[int | None]:
 
 
 @contextlib.contextmanager
-def one_blas_thread() -> Iterator[str]:
-    """OpenBLAS (NumPy's and SciPy's) on one thread while the block runs: threadpoolctl where it is
-    installed, else OpenBLAS's own setter; yields how."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield "threadpoolctl"
-        return
-    import scipy
-
-    control = getattr(sibling("tensor_hessians"), "openblas_control", None)
-    controls = [] if control is None else [control(os.path.dirname(m.__file__)) for m in (np, scipy)]
-    controls = [c for c in controls if c is not None]
-    previous = [int(getter()) for _, getter in controls]
-    for setter, _ in controls:
-        setter(1)
-    try:
-        yield f"OpenBLAS setter ({len(controls)} librar{'y' if len(controls) == 1 else 'ies'})"
-    finally:
-        for (setter, _), count in zip(controls, previous, strict=True):
-            setter(count)
+def one_blas_thread() -> Iterator[list[dict]]:
+    """Every BLAS library (NumPy's and SciPy's OpenBLAS) on one thread while the block runs
+    (threadpoolctl, :func:`jacacc.bench.blas_threads`); yields the thread pools as set."""
+    with blas_threads(1) as pools:
+        yield pools
 
 
 @contextlib.contextmanager

@@ -102,7 +102,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import time_call, write_record
+from jacacc.bench import limit_blas_threads, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_hessians"
@@ -774,34 +774,14 @@ def print_table(rows: list[dict]) -> None:
 
 
 # =========================================================================== main
-def openblas_control(package_dir: str) -> tuple[Callable, Callable] | None:
-    """Setter and getter (ctypes) of the thread count of the OpenBLAS a wheel bundles in
-    ``<package_dir>.libs`` (NumPy's and SciPy's are separate libraries), or None."""
-    import ctypes
-    import glob
-
-    for path in glob.glob(os.path.join(package_dir + ".libs", "*openblas*.so*")):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for setter, getter in (("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-                               ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-                               ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
-                               ("openblas_set_num_threads", "openblas_get_num_threads")):
-            if hasattr(lib, setter) and hasattr(lib, getter):
-                return getattr(lib, setter), getattr(lib, getter)
-    return None
-
-
 def limit_threads(threads: int) -> dict[str, Any]:
     """Run NumPy's OpenBLAS, PyTorch and XLA with ``threads`` threads each (0: the libraries' defaults).
 
     On two cores shared with other work, three thread pools (OpenBLAS, PyTorch's OpenMP/MKL, XLA's)
     that each spin for both cores slow each other down by orders of magnitude on small calls (a
     32 × 32 PyTorch matmul took 12 ms instead of 5 µs after NumPy had run); one thread each keeps
-    the comparison one of algorithms on one core.  OpenBLAS is set through its runtime setter (as
-    threadpoolctl does), PyTorch through ``torch.set_num_threads``, and XLA, which sizes its pool from
+    the comparison one of algorithms on one core.  Every BLAS library (NumPy's and SciPy's OpenBLAS)
+    is set through threadpoolctl (:func:`jacacc.bench.limit_blas_threads`), PyTorch through ``torch.set_num_threads``, and XLA, which sizes its pool from
     the CPU affinity mask when its backend starts, by starting the backend under a mask of
     ``threads`` CPUs and then giving every thread of the process the full mask back (only where the
     JAX backend was not started before).
@@ -811,12 +791,10 @@ def limit_threads(threads: int) -> dict[str, Any]:
 
     info: dict[str, Any] = {"threads": threads or "library defaults"}
     if threads <= 0:
-        info.update(openblas_threads=None, torch_threads=torch.get_num_threads(), xla_threads="default")
+        info.update(blas_threads=limit_blas_threads(0), torch_threads=torch.get_num_threads(),
+                    xla_threads="default")
         return info
-    blas = openblas_control(os.path.dirname(np.__file__))
-    if blas is not None:
-        blas[0](threads)
-        info["openblas_threads"] = int(blas[1]())
+    info["blas_threads"] = limit_blas_threads(threads)
     torch.set_num_threads(threads)
     info["torch_threads"] = torch.get_num_threads()
     from jax._src import xla_bridge

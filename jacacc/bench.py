@@ -23,6 +23,7 @@ turns a kernel's per-point counts into the time those peaks need.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib.metadata
 import json
@@ -30,7 +31,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,10 @@ from jacacc.progress import progress_bar
 
 __all__ = [
     "bench_kernels",
+    "blas_threads",
     "environment",
     "get_peer",
+    "limit_blas_threads",
     "machine_peaks",
     "peer_function",
     "peers",
@@ -49,12 +52,14 @@ __all__ = [
     "read_record",
     "register_peer",
     "roofline_seconds",
+    "thread_pools",
     "time_call",
     "write_record",
 ]
 
 # packages whose versions can change a result; absent ones are recorded as None
-TRACKED_PACKAGES = ("jacacc", "numpy", "scipy", "networkx", "ortools", "numba", "cupy", "jax", "torch")
+TRACKED_PACKAGES = ("jacacc", "numpy", "scipy", "networkx", "ortools", "numba", "cupy", "jax", "torch",
+                    "threadpoolctl")
 
 
 def environment() -> dict[str, Any]:
@@ -81,7 +86,72 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
         "versions": versions,
+        "thread_pools": thread_pools(),
     }
+
+
+def thread_pools() -> list[dict[str, Any]]:
+    """The native thread pools loaded in this process and their sizes, as threadpoolctl reports them.
+
+    One entry per library — each BLAS (NumPy's and SciPy's wheels bundle separate OpenBLAS
+    builds) and each OpenMP runtime — with its ``user_api``, ``internal_api``, ``version`` and
+    ``num_threads``; empty where threadpoolctl (the ``bench`` extra) is not installed, so every
+    record says how many threads its BLAS calls had.
+
+    Examples
+    --------
+    >>> all({"user_api", "num_threads"} <= set(pool) for pool in thread_pools())
+    True
+    """
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    keys = ("user_api", "internal_api", "version", "num_threads")
+    return [{k: pool.get(k) for k in keys} for pool in threadpool_info()]
+
+
+def _load_blas_libraries() -> None:
+    # SciPy's OpenBLAS is a library of its own, loaded with scipy.linalg: a limit set before
+    # that import would not reach the BLAS jacacc.linalg calls.
+    import scipy.linalg  # noqa: F401
+
+
+def limit_blas_threads(threads: int) -> list[dict[str, Any]]:
+    """Set every BLAS library of the process (NumPy's and SciPy's) to ``threads`` threads, for good.
+
+    Done through threadpoolctl (the ``bench`` extra), which calls each library's own runtime
+    setter.  ``threads <= 0`` leaves the libraries' defaults.  Returns :func:`thread_pools`.
+
+    Examples
+    --------
+    >>> pools = limit_blas_threads(0)  # defaults kept; reports what is loaded
+    >>> isinstance(pools, list)
+    True
+    """
+    threadpoolctl = require_extra("threadpoolctl", "bench")
+    _load_blas_libraries()
+    if threads > 0:
+        threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    return thread_pools()
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int) -> Iterator[list[dict[str, Any]]]:
+    """Every BLAS library of the process on ``threads`` threads while the block runs.
+
+    Yields :func:`thread_pools` as set inside the block; the previous counts come back after it.
+
+    Examples
+    --------
+    >>> with blas_threads(1) as pools:
+    ...     all(p["num_threads"] == 1 for p in pools if p["user_api"] == "blas")
+    True
+    """
+    threadpoolctl = require_extra("threadpoolctl", "bench")
+    _load_blas_libraries()
+    with threadpoolctl.threadpool_limits(limits=threads, user_api="blas"):
+        yield thread_pools()
 
 
 def write_record(

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from jacacc.api import Plan, optimize, resolve_mode
 from jacacc.eliminate import modes
-from jacacc.errors import JacaccError
+from jacacc.errors import JacaccError, require_extra
 from jacacc.graph import CompGraph
 from jacacc.orders import methods
 from jacacc.progress import SearchProgress, shows_progress
@@ -179,6 +179,9 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bar on stderr; default: when stderr is a terminal")
     bench.add_argument("--quick-peaks", action="store_true", help="measure the machine's peaks on small sizes")
+    bench.add_argument("--threads", type=positive_int, default=None,
+                       help="threads for the BLAS libraries (threadpoolctl) and Numba's kernels "
+                            "(default: the libraries' own)")
 
 
 def positive_int(text: str) -> int:
@@ -426,6 +429,15 @@ def _check_bench_names(args: argparse.Namespace, peers: Sequence[str]) -> None:
         get_peer(peer)
 
 
+def _limit_threads(threads: int) -> None:
+    """``jacacc bench --threads``: every BLAS library through threadpoolctl, and Numba's pool."""
+    from jacacc.bench import limit_blas_threads
+
+    limit_blas_threads(threads)
+    numba = require_extra("numba", "cpu")
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from jacacc.bench import (
         bench_kernels,
@@ -442,6 +454,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise JacaccError(f"problem {args.problem!r} is a graph; bench needs a function problem")
     peers = peer_names() if args.peers is None else args.peers
     _check_bench_names(args, peers)
+    if args.threads is not None:
+        _limit_threads(args.threads)
     peaks = machine_peaks(quick=args.quick_peaks)
     rows = bench_kernels(problem, methods=args.methods, backends=args.backends, peers=peers, sizes=args.sizes,
                          mode=args.mode, repeat=args.repeat, seed=args.seed, progress=args.progress,
@@ -464,7 +478,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         write_record(args.json, "kernel_benchmark", {"rows": rows, "summary": summary, "peaks": peaks},
                      parameters={"problem": problem.name, "methods": args.methods, "backends": args.backends,
-                                 "peers": peers, "sizes": args.sizes, "mode": args.mode, "repeat": args.repeat},
+                                 "peers": peers, "sizes": args.sizes, "mode": args.mode, "repeat": args.repeat,
+                                 "threads": args.threads},
                      seed=args.seed)
     if args.figure:
         plot_kernel_benchmark(rows, args.figure)

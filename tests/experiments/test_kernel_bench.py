@@ -104,16 +104,27 @@ def test_cli_bench_end_to_end(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from jacacc.cli import main
 
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import numba
+
     record, figure = tmp_path / "bench.json", tmp_path / "bench.png"
-    code = main(["bench", "BlackScholes", "--sizes", "8", "16", "--methods", "reverse", "markowitz",
-                 "--backends", "numpy", "numba", "--repeat", "1", "--quick-peaks", "--no-progress",
-                 "--json", str(record), "--figure", str(figure)])
-    assert code == 0
+    with threadpoolctl.threadpool_limits(limits=None):  # gives back the BLAS threads --threads 1 sets
+        try:
+            code = main(["bench", "BlackScholes", "--sizes", "8", "16", "--methods", "reverse", "markowitz",
+                         "--backends", "numpy", "numba", "--repeat", "1", "--quick-peaks", "--no-progress",
+                         "--threads", "1", "--json", str(record), "--figure", str(figure)])
+            numba_threads = numba.get_num_threads()
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    assert code == 0 and numba_threads == 1
     out = capsys.readouterr().out
     assert "numba/markowitz" in out and "jax-jacfwd" in out and "torch-jacrev" in out
     data = json.loads(record.read_text())
     assert data["experiment"] == "kernel_benchmark" and data["environment"]["versions"]["numba"]
     assert data["parameters"]["sizes"] == [8, 16] and data["seed"] == 0
+    assert data["parameters"]["threads"] == 1
+    blas = [p["num_threads"] for p in data["environment"]["thread_pools"] if p["user_api"] == "blas"]
+    assert blas and set(blas) == {1}
     assert figure.stat().st_size > 0
 
 
