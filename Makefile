@@ -1,13 +1,14 @@
 # jacacc — two commands for a fresh machine:
 #   make demo   create .venv, install with the CPU extras, tour the five systems (each result checked)
 #   make test   create .venv if missing, install every CPU-capable extra, run the tests
-# and: make experiments (results/, figures/, README tables), make test-slow, make lint
+# and: make docs (the site: docs/_build/html), make experiments (results/, figures/, the docs' tables),
+#      make test-slow, make lint
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint experiments clean
+.PHONY: demo test test-slow lint docs experiments clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +20,8 @@ $(VENV)/.core-installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[test,all-cpu]"
-	touch $@ $(VENV)/.core-installed $(VENV)/.demo-installed
+	$(PIP) install --quiet -e ".[test,docs,all-cpu]"
+	touch $@ $(VENV)/.core-installed $(VENV)/.docs-installed $(VENV)/.demo-installed
 
 # the demo compares with JAX and PyTorch: every CPU-capable extra
 $(VENV)/.demo-installed: pyproject.toml | $(VENV)/bin/python
@@ -36,7 +37,7 @@ test: $(VENV)/.test-installed
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m slow
 
-# the method comparison, heuristic run time and the README's results block (minutes)
+# every benchmark, then the measured blocks of the documentation pages (about an hour)
 experiments: $(VENV)/.test-installed
 	$(PY) experiments/compare_methods.py
 	$(PY) experiments/heuristic_runtime.py
@@ -56,6 +57,14 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/linalg_benchmark.py
 	$(PY) experiments/cheap_gradients.py
 	$(PY) experiments/update_readme.py
+
+# the documentation site, offline, warnings as errors: open docs/_build/html/index.html
+$(VENV)/.docs-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e ".[docs]"
+	touch $@ $(VENV)/.core-installed
+
+docs: $(VENV)/.docs-installed
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check jacacc tests experiments paper_reproductions

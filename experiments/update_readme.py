@@ -1,13 +1,21 @@
-"""Put the latest experiment tables and figures into README.md.
+"""Put the latest experiment tables and figures into the documentation pages.
 
-Replaces the text between ``<!-- results:start -->`` and ``<!-- results:end -->``
-with ``results/compare_methods.md``, the heuristic run-time summary and the
-figure links, and the block between ``<!-- tensor-results:start -->`` and
-``<!-- tensor-results:end -->`` with the tensor-Hessian table (and likewise
-``tensor-breadth`` with the breadth benchmark's tables, ``linalg-results``
-with paper 004's benchmark, ``iverson-results`` with paper 001's
-cheap-gradient measurements), so the README shows what ``make experiments``
-last measured.  ``--only NAME …`` rewrites just the named blocks.
+Each measured block lives on the page of the system it measures, between
+``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers (:data:`BLOCKS`):
+
+* ``results`` (``docs/guide/graph-elimination.md``): ``results/compare_methods.md``,
+  the heuristic run-time summary and their figures;
+* ``tensor-results`` and ``tensor-breadth`` (``docs/guide/tensor.md``): the
+  tensor-Hessian table and the breadth benchmark's tables;
+* ``linalg-results`` (``docs/guide/linalg.md``): paper 004's benchmark;
+* ``iverson-results`` (``docs/guide/iverson.md``): paper 001's cheap-gradient
+  measurements,
+
+so the site shows what ``make experiments`` last measured.  ``--only NAME …``
+rewrites just the named blocks (a block whose record is missing is left as it
+is); ``--docs DIR`` names the documentation directory; ``--readme FILE``
+rewrites whichever blocks one file holds instead (the README kept them before
+the documentation site).  Figure links are written relative to the page.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ def runtime_summary(record: dict) -> str:
     return "\n".join(lines)
 
 
-def render(results_dir: str) -> str:
+def render(results_dir: str, figures: str = "figures") -> str:
+    """The method-comparison block; ``figures`` is the figures directory as the page links it."""
     compare = read_record(os.path.join(results_dir, "compare_methods.json"))
     runtime = read_record(os.path.join(results_dir, "heuristic_runtime.json"))
     env = compare["environment"]
@@ -47,13 +56,13 @@ def render(results_dir: str) -> str:
         "",
         tables,
         "",
-        "![multiplications relative to the best method](figures/compare_methods.png)",
+        f"![multiplications relative to the best method]({figures}/compare_methods.png)",
         "",
         "Heuristic run time on seeded random DAGs (order finding only):",
         "",
         runtime_summary(runtime),
         "",
-        "![heuristic run time against graph size](figures/heuristic_runtime.png)",
+        f"![heuristic run time against graph size]({figures}/heuristic_runtime.png)",
         END,
     ])
 
@@ -81,7 +90,7 @@ def _measured_by(record: dict, script: str) -> str:
             f"{env['cpu_count']} cores, {threads or 'default'} thread(s) per library; seed {record['seed']})")
 
 
-def render_tensor(results_dir: str) -> str | None:
+def render_tensor(results_dir: str, figures: str = "figures") -> str | None:
     """The tensor-Hessian table block (``tensor_hessians.py``'s record), or None without a record."""
     record = _record(results_dir, "tensor_hessians")
     if record is None:
@@ -95,7 +104,7 @@ def render_tensor(results_dir: str) -> str | None:
         "",
         readme_table(record),
         "",
-        "![Hessian time against n](figures/tensor_hessians.png)",
+        f"![Hessian time against n]({figures}/tensor_hessians.png)",
         TENSOR_END,
     ])
 
@@ -103,7 +112,7 @@ def render_tensor(results_dir: str) -> str | None:
 BREADTH_START, BREADTH_END = "<!-- tensor-breadth:start -->", "<!-- tensor-breadth:end -->"
 
 
-def render_breadth(results_dir: str) -> str | None:
+def render_breadth(results_dir: str, figures: str = "figures") -> str | None:
     """The breadth-benchmark block (``tensor_breadth.py``'s record): per objective and size jacacc's
     best time, the best peer's and their ratio for value, gradient and Hessian, then the geometric
     mean and the worst ratio per quantity; None without a record."""
@@ -127,12 +136,12 @@ def render_breadth(results_dir: str) -> str | None:
         "",
         readme_table(record),
         "",
-        "![jacacc's speed relative to the best peer per objective](figures/tensor_breadth.png)",
+        f"![jacacc's speed relative to the best peer per objective]({figures}/tensor_breadth.png)",
         BREADTH_END,
     ])
 
 
-def render_linalg(results_dir: str) -> str | None:
+def render_linalg(results_dir: str, figures: str = "figures") -> str | None:
     """The linear-algebra block (``linalg_benchmark.py``'s record): backward ratios to
     PyTorch and JAX per operator and n, and the sparse GP against GPyTorch; None without a record."""
     record = _record(results_dir, "linalg_benchmark")
@@ -156,14 +165,14 @@ def render_linalg(results_dir: str) -> str | None:
     if sparse and sparse.get("summary"):
         blocks += ["", f"Sparse-GP bound + gradient (θ and the inducing points), n = {sparse.get('n', '?')}:", "",
                    sparse_gp_table(sparse)]
-    blocks += ["", "![operators and sparse GP against the peers](figures/linalg_benchmark.png)", LINALG_END]
+    blocks += ["", f"![operators and sparse GP against the peers]({figures}/linalg_benchmark.png)", LINALG_END]
     return "\n".join(blocks)
 
 
 IVERSON_START, IVERSON_END = "<!-- iverson-results:start -->", "<!-- iverson-results:end -->"
 
 
-def render_iverson(results_dir: str) -> str | None:
+def render_iverson(results_dir: str, figures: str = "figures") -> str | None:
     """The cheap-gradient block (``cheap_gradients.py``'s record), or None without a record."""
     record = _record(results_dir, "cheap_gradients")
     if record is None:
@@ -176,7 +185,7 @@ def render_iverson(results_dir: str) -> str | None:
         "",
         readme_table(record),
         "",
-        "![cost and run-time ratios](figures/cheap_gradients.png)",
+        f"![cost and run-time ratios]({figures}/cheap_gradients.png)",
         IVERSON_END,
     ])
 
@@ -187,35 +196,69 @@ def _replace(text: str, start: str, end: str, block: str) -> str:
     return head + block + tail
 
 
-# README block name -> (start marker, end marker, renderer); a renderer returns None without its record
+# block name -> (its page under docs/, start marker, end marker, renderer); a renderer
+# returns None without its record
 BLOCKS = {
-    "results": (START, END, render),
-    "tensor-results": (TENSOR_START, TENSOR_END, render_tensor),
-    "tensor-breadth": (BREADTH_START, BREADTH_END, render_breadth),
-    "linalg-results": (LINALG_START, LINALG_END, render_linalg),
-    "iverson-results": (IVERSON_START, IVERSON_END, render_iverson),
+    "results": ("guide/graph-elimination.md", START, END, render),
+    "tensor-results": ("guide/tensor.md", TENSOR_START, TENSOR_END, render_tensor),
+    "tensor-breadth": ("guide/tensor.md", BREADTH_START, BREADTH_END, render_breadth),
+    "linalg-results": ("guide/linalg.md", LINALG_START, LINALG_END, render_linalg),
+    "iverson-results": ("guide/iverson.md", IVERSON_START, IVERSON_END, render_iverson),
 }
+
+
+def figures_link(page: str, figures: str) -> str:
+    """The figures directory as a link from ``page`` (POSIX separators, as Markdown wants)."""
+    rel = os.path.relpath(os.path.abspath(figures), os.path.dirname(os.path.abspath(page)))
+    return rel.replace(os.sep, "/")
+
+
+def update_file(path: str, names: list[str], results: str, figures: str, strict: bool) -> list[str]:
+    """Rewrite the blocks ``names`` in the file ``path``; return the names rewritten.
+
+    ``strict``: a block whose record exists but whose markers the file lacks is an error
+    (a documentation page lost its markers); otherwise it is skipped.
+    """
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    done = []
+    for name in names:
+        _, start, end, render_block = BLOCKS[name]
+        present = start in text and end in text
+        if strict and not present:
+            raise SystemExit(f"{path} has no {start} … {end} block")
+        block = render_block(results, figures_link(path, figures))
+        if block is not None and present:
+            text = _replace(text, start, end, block)
+            done.append(name)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default="results")
-    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--results", default="results", help="the records' directory (default: results)")
+    parser.add_argument("--figures", default="figures", help="the figures' directory (default: figures)")
+    parser.add_argument("--docs", default="docs", help="the documentation pages' directory (default: docs)")
+    parser.add_argument("--readme", metavar="FILE",
+                        help="rewrite the blocks this one file holds instead of the documentation pages")
     parser.add_argument("--only", nargs="+", choices=sorted(BLOCKS), metavar="NAME",
                         help=f"rewrite only these blocks ({', '.join(BLOCKS)}; default all)")
     args = parser.parse_args(argv)
-    with open(args.readme, encoding="utf-8") as fh:
-        text = fh.read()
     names = args.only or list(BLOCKS)
-    if "results" in names and (START not in text or END not in text):
-        raise SystemExit(f"{args.readme} has no {START} … {END} block")
+    if args.readme is not None:
+        with open(args.readme, encoding="utf-8") as fh:
+            text = fh.read()
+        if "results" in names and (START not in text or END not in text):
+            raise SystemExit(f"{args.readme} has no {START} … {END} block")
+        update_file(args.readme, names, args.results, args.figures, strict=False)
+        return 0
+    pages: dict[str, list[str]] = {}
     for name in names:
-        start, end, render_block = BLOCKS[name]
-        block = render_block(args.results)
-        if block is not None and start in text and end in text:
-            text = _replace(text, start, end, block)
-    with open(args.readme, "w", encoding="utf-8") as fh:
-        fh.write(text)
+        pages.setdefault(os.path.join(args.docs, BLOCKS[name][0]), []).append(name)
+    for page, page_names in pages.items():
+        update_file(page, page_names, args.results, args.figures, strict=True)
     return 0
 
 

@@ -9,13 +9,13 @@ with the backend's printer and compiles it; the result is a
 Backends live in one registry (opt_einsum style): :func:`register_backend`,
 :func:`get_backend`, :func:`backends`.  Built in:
 
-========  =====================================================  =========
-name      what                                                    extra
-========  =====================================================  =========
-numpy     vectorized NumPy, the reference                        (none)
-numba     ``@njit(parallel=True)``, prange over point blocks     ``cpu``
+========  =======================================================  =========
+name      what                                                     extra
+========  =======================================================  =========
+numpy     vectorized NumPy, the reference                          (none)
+numba     ``@njit(parallel=True)``, prange over point blocks       ``cpu``
 cupy      CUDA C++ through ``cupy.RawKernel``, a thread per point  ``gpu``
-========  =====================================================  =========
+========  =======================================================  =========
 
 Examples
 --------

@@ -138,7 +138,7 @@ class EliminationGraph:
 
     def markowitz(self, j: Node) -> int:
         """The cost of eliminating vertex ``j`` now: the Markowitz degree
-        |P(j)|·|S(j)| of scalar edges, or the sum of the edge algebra's costs
+        ``|P(j)|·|S(j)|`` of scalar edges, or the sum of the edge algebra's costs
         of its combinations (FLOPs of tensor edges)."""
         if self.algebra is None:
             return len(self.preds[j]) * len(self.succs[j])

@@ -1323,7 +1323,7 @@ def extractdiag(A: ArrayLike, offset: int = 0) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, shape (..., n - |offset|)
+    numpy.ndarray, shape (..., n - abs(offset))
         A new array (not a view).
 
     Raises
@@ -1368,7 +1368,7 @@ def makediag(v: ArrayLike, offset: int = 0) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, shape (..., m + |offset|, m + |offset|)
+    numpy.ndarray, shape (..., m + abs(offset), m + abs(offset))
 
     Raises
     ------
@@ -1427,14 +1427,14 @@ def extracttrian(A: ArrayLike, offset: int = 0, lower: bool = True) -> np.ndarra
         ``0``: the lower (``lower=True``) or upper triangle including the main
         diagonal.  ``k > 0``: the upper triangle on and above the k-th
         diagonal above the main one; ``k < 0``: the lower triangle on and
-        below the |k|-th diagonal below it (``lower`` is ignored then).
+        below the ``|k|``-th diagonal below it (``lower`` is ignored then).
         ``|offset| < n``.
     lower : bool
         Which triangle when ``offset == 0``.
 
     Returns
     -------
-    numpy.ndarray, shape (..., m(m+1)/2) with m = n - |offset|
+    numpy.ndarray, shape (..., m(m+1)/2) with m = n - abs(offset)
         The lower triangle packed row by row (``A[0,0], A[1,0], A[1,1],
         A[2,0], ...`` for ``offset = 0``); the upper one column by column
         (``A[0,0], A[0,1], A[1,1], A[0,2], ...``), so that
@@ -1483,7 +1483,7 @@ def maketrian(v: ArrayLike, offset: int = 0, lower: bool = True) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, shape (..., m + |offset|, m + |offset|)
+    numpy.ndarray, shape (..., m + abs(offset), m + abs(offset))
         Zero outside the triangle.
 
     Raises

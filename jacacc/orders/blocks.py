@@ -27,7 +27,7 @@ The strategy (``optimize(graph, method="blocks")``), and how the paper is read
    out-edge (data flow) and a copy of the vertex's reference edge; each copy
    is then the interior of a simple chain and folds into a reference edge.
    The multiplications of splitting ``j`` and folding its copies are exactly
-   those of eliminating ``j`` (|P(j)|·|S(j)|), so backward factorization is
+   those of eliminating ``j`` (``|P(j)|·|S(j)|``), so backward factorization is
    performed as: repeatedly eliminate the block vertex nearest the inputs
    among those of out-degree > 1 (nearest the inputs overall if there is
    none), replacing the chains and blocks this creates by reference edges
@@ -37,7 +37,7 @@ The strategy (``optimize(graph, method="blocks")``), and how the paper is read
    §4 also allows factorizing "from both sides or from the middle": the
    variant ``"both"`` takes, at every step, whichever of the two candidates
    is cheaper to eliminate, and ``"middle"`` the vertex of the block that is
-   cheapest to split anywhere (least |P(j)|·|S(j)|, ties toward the outputs).
+   cheapest to split anywhere (least ``|P(j)|·|S(j)|``, ties toward the outputs).
    Each complex block is factorized by the variant that costs least on it
    (§4: "our goal is to find an algebraic expression
    that requires less fma's"), found by a dry run.
@@ -282,7 +282,7 @@ class WorkGraph:
             self._set(i, k, fresh)
 
     def eliminate(self, j: Node) -> None:
-        """Vertex elimination of intermediate ``j``: |P(j)|·|S(j)| multiplications."""
+        """Vertex elimination of intermediate ``j``: ``|P(j)|·|S(j)|`` multiplications."""
         for i in list(self.preds[j]):
             for k in list(self.succs[j]):
                 self._combine(i, j, k)

@@ -13,7 +13,7 @@ elimination *grows the dual graph least*.  Each face costs one
 multiplication, so the total cost is the number of faces ever eliminated:
 the initial intermediate faces plus those every fill-in vertex brings.  The
 key is therefore the net change in the number of intermediate faces —
-faces a fill-in creates (|P(a)| + |S(b)|, counting only intermediate ones;
+faces a fill-in creates (``|P(a)| + |S(b)|``, counting only intermediate ones;
 none for an absorption) minus the faces removed (the face itself, plus the
 faces of ``a`` or ``b`` when the elimination leaves them dead).  Ties go
 toward reverse mode (latest vertex first), as for Markowitz.  It scans all

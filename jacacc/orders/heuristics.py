@@ -8,14 +8,14 @@ Vertex mode (Griewank & Walther 2008, §9.2; Naumann 2004):
 
 ``forward`` / ``reverse``
     Topological / reverse topological order.  They cost
-    Σ|X(j)|·|S(j)| and Σ|P(j)|·|Y(j)| (X, Y: index domain and range).
+    ``Σ|X(j)|·|S(j)|`` and ``Σ|P(j)|·|Y(j)|`` (X, Y: index domain and range).
 ``markowitz``
-    Lowest Markowitz degree |P(j)|·|S(j)| first, ties broken toward reverse
+    Lowest Markowitz degree ``|P(j)|·|S(j)|`` first, ties broken toward reverse
     mode (the latest vertex) — the pairing ANGEL and OpenAD use by default.
 ``markowitz_lowest_index``
     Lowest Markowitz degree, ties broken toward the lowest index (forward).
 ``relative_markowitz``
-    Lowest |P(j)|·|S(j)| − |X(j)|·|Y(j)|: the Markowitz degree relative to
+    Lowest ``|P(j)|·|S(j)| − |X(j)|·|Y(j)|``: the Markowitz degree relative to
     the least it can ever be (ANGEL's lowest relative Markowitz), ties toward
     reverse.
 ``min_fill``
@@ -24,8 +24,8 @@ Vertex mode (Griewank & Walther 2008, §9.2; Naumann 2004):
     A seeded uniformly random permutation.
 
 Edge mode uses the same names with the edge-step costs: a front elimination
-of (i, j) costs |S(j)|, a back elimination of (j, k) costs |P(j)|; relative
-Markowitz subtracts |Y(j)| resp. |X(j)|; ``forward`` front-eliminates the in-edges of
+of (i, j) costs ``|S(j)|``, a back elimination of (j, k) costs ``|P(j)|``; relative
+Markowitz subtracts ``|Y(j)|`` resp. ``|X(j)|``; ``forward`` front-eliminates the in-edges of
 the first remaining intermediate, ``reverse`` back-eliminates the out-edges of
 the last one; ``random`` picks a uniformly random valid step.
 """

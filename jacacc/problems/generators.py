@@ -15,17 +15,17 @@ structure for one seed is the same whichever ``partials`` is chosen.
 Node names: inputs ``x0 …``, outputs ``y0 …``, intermediates ``v…`` (``v{i}``
 or ``v{level}_{i}``).
 
-=====================  ==========================================================
-family                 what it exercises
-=====================  ==========================================================
-:func:`random_dag`     general sparse DAGs of bounded in-degree (any size, 10⁵+)
-:func:`layered`        MLP-like layered graphs; "layered dense graphs" when dense
-:func:`bipartite`      one middle layer; ``n×1×m`` is the hourglass / bottleneck
-:func:`reduction_tree` many inputs → one output (a sum or product tree)
-:func:`broadcast_tree` one input → many outputs (its mirror image)
-:func:`chain`          a chain of scalar operations
-:func:`ladder`         parallel chains joined by rungs
-=====================  ==========================================================
+======================  ==========================================================
+family                  what it exercises
+======================  ==========================================================
+:func:`random_dag`      general sparse DAGs of bounded in-degree (any size, 10⁵+)
+:func:`layered`         MLP-like layered graphs; "layered dense graphs" when dense
+:func:`bipartite`       one middle layer; ``n×1×m`` is the hourglass / bottleneck
+:func:`reduction_tree`  many inputs → one output (a sum or product tree)
+:func:`broadcast_tree`  one input → many outputs (its mirror image)
+:func:`chain`           a chain of scalar operations
+:func:`ladder`          parallel chains joined by rungs
+======================  ==========================================================
 
 The module registers named instances in the problem zoo (tags ``"random"``,
 plus ``"scale"`` for the large ones), with their seeds in the descriptions.

@@ -4,28 +4,28 @@ A grid is a JSON object whose lists are crossed into cells (problem × mode ×
 method × seed × options); a JSON list of such objects is a sweep of several
 grids.  Keys:
 
-============  ===========  ================================================================
-key           default      meaning
-============  ===========  ================================================================
-problems      (required)   zoo names, ``tag:NAME`` (the zoo entries with that tag),
-                           generator calls ``random_dag(4, 30, 4, max_preds=3)`` (any
-                           function of :mod:`jacacc.problems.generators`, literal
-                           arguments), or JSON graph files (relative paths: from the grid
-                           file's folder, then the current one)
-modes         ``[vertex]`` elimination modes (:func:`jacacc.modes`)
-methods       (required)   order methods, crossed with the modes they are registered in;
-                           ``"mode:method"`` names one pair
-seeds         ``[0]``      integers ≥ 0 or null; a generator call without ``seed=`` takes
-                           the cell's seed, so each seed is another graph
-options       ``{}``       keyword options of ``optimize`` (``time_limit``, ``workers``,
-                           ``iterations``, ...), or a list of such objects (an axis); each
-                           cell gets the options its method takes
-limits        ``[]``       ``{"modes", "methods", "max_edges" | "max_faces" |
-                           "max_intermediates", "reason"}``: matching cells on larger
-                           graphs are stored as ``skipped`` with the reason
-verify        ``true``     check each schedule against the dense chain rule
-name          none         a label
-============  ===========  ================================================================
+============  ============  ================================================================
+key           default       meaning
+============  ============  ================================================================
+problems      (required)    zoo names, ``tag:NAME`` (the zoo entries with that tag),
+                            generator calls ``random_dag(4, 30, 4, max_preds=3)`` (any
+                            function of :mod:`jacacc.problems.generators`, literal
+                            arguments), or JSON graph files (relative paths: from the grid
+                            file's folder, then the current one)
+modes         ``[vertex]``  elimination modes (:func:`jacacc.modes`)
+methods       (required)    order methods, crossed with the modes they are registered in;
+                            ``"mode:method"`` names one pair
+seeds         ``[0]``       integers ≥ 0 or null; a generator call without ``seed=`` takes
+                            the cell's seed, so each seed is another graph
+options       ``{}``        keyword options of ``optimize`` (``time_limit``, ``workers``,
+                            ``iterations``, ...), or a list of such objects (an axis); each
+                            cell gets the options its method takes
+limits        ``[]``        ``{"modes", "methods", "max_edges" | "max_faces" |
+                            "max_intermediates", "reason"}``: matching cells on larger
+                            graphs are stored as ``skipped`` with the reason
+verify        ``true``      check each schedule against the dense chain rule
+name          none          a label
+============  ============  ================================================================
 
 A cell's key is (problem as written, mode, method, seed, the options it
 takes); the store keeps one row per key.

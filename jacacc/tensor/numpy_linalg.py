@@ -6,19 +6,19 @@ so a plain NumPy function that calls it traces into the operators of
 tensor expressions written with the operators again, so ``grad``, ``jacobian``,
 ``vjp``, ``jvp`` and ``hessian`` (``compress=True`` included) work in every mode:
 
-=====================  ==============================================================
-NumPy                  operators
-=====================  ==============================================================
-``solve(a, b)``        ``getrf`` (LU with partial pivoting) + ``getrs``
-``inv(a)``             ``getrf`` + ``getri``
-``slogdet(a)``         ``getrf`` + ``slogdet_lu``: ``(sign, logabsdet)``
-``det(a)``             ``sign · exp(logabsdet)`` of ``slogdet``
-``cholesky(a)``        ``potrf`` (``upper=True``: the upper factor)
-``eigh(a, UPLO)``      ``syevd`` (``eigenvalues``, ``eigenvectors`` = Uᵀ); ``eigvalsh``
-``norm(x, ord, axis)`` einsums, ``abs``, ``sqrt``, ``pow`` and a max/min weighting
-``vector_norm``,       the same (NumPy ≥ 2's array-API spellings)
+======================  ================================================================
+NumPy                   operators
+======================  ================================================================
+``solve(a, b)``         ``getrf`` (LU with partial pivoting) + ``getrs``
+``inv(a)``              ``getrf`` + ``getri``
+``slogdet(a)``          ``getrf`` + ``slogdet_lu``: ``(sign, logabsdet)``
+``det(a)``              ``sign · exp(logabsdet)`` of ``slogdet``
+``cholesky(a)``         ``potrf`` (``upper=True``: the upper factor)
+``eigh(a, UPLO)``       ``syevd`` (``eigenvalues``, ``eigenvectors`` = Uᵀ); ``eigvalsh``
+``norm(x, ord, axis)``  einsums, ``abs``, ``sqrt``, ``pow`` and a max/min weighting
+``vector_norm``,        the same (NumPy ≥ 2's array-API spellings)
 ``matrix_norm``
-=====================  ==============================================================
+======================  ================================================================
 
 A matrix argument is ``(..., n, n)``: leading axes are a batch, as in NumPy;
 ``solve`` broadcasts the batch axes of ``a`` and ``b`` (``b`` is a vector when

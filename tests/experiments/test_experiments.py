@@ -61,7 +61,26 @@ def test_heuristic_runtime_record(results):
     assert (figures / "heuristic_runtime.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_readme_block_is_rendered_from_the_records(results, tmp_path):
+def test_docs_block_is_rendered_from_the_records(results, tmp_path):
+    """update_readme writes the method comparison into its documentation page, figures linked from the page."""
+    out, _ = results
+    update = load_experiment("update_readme")
+    docs = tmp_path / "docs"
+    page = docs / update.BLOCKS["results"][0]
+    page.parent.mkdir(parents=True)
+    page.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
+    args = ["--results", str(out), "--docs", str(docs), "--figures", str(tmp_path / "figures"), "--only", "results"]
+    assert update.main(args) == 0
+    text = page.read_text()
+    assert text.startswith("intro\n") and text.endswith("\noutro\n") and "\nold\n" not in text
+    assert "| RoeFlux_1d | 6/94/3 |" in text and "](../../figures/compare_methods.png)" in text
+    page.write_text("the markers are gone\n")
+    with pytest.raises(SystemExit, match="results:start"):
+        update.main(args)
+
+
+def test_readme_option_rewrites_one_file(results, tmp_path):
+    """--readme FILE rewrites the blocks that one file holds (and needs the results block)."""
     out, _ = results
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results:start -->\nold\n<!-- results:end -->\noutro\n")
@@ -69,6 +88,15 @@ def test_readme_block_is_rendered_from_the_records(results, tmp_path):
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("\noutro\n") and "\nold\n" not in text
     assert "| RoeFlux_1d | 6/94/3 |" in text and "figures/compare_methods.png" in text
+
+
+def test_every_block_has_its_markers_on_its_page():
+    """Each measured block is on the documentation page named for it, once, start before end."""
+    update = load_experiment("update_readme")
+    for name, (page, start, end, _) in update.BLOCKS.items():
+        text = (EXPERIMENTS.parent / "docs" / page).read_text(encoding="utf-8")
+        assert text.count(start) == text.count(end) == 1, name
+        assert text.index(start) < text.index(end), name
 
 
 # these notebooks read records of their own: tests/experiments/test_tensor_benchmark.py and
