@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Graph files use the JSON exchange format "
             '{"inputs": [...], "outputs": [...], "edges": [[src, dst, partial], ...]}; '
-            "see README.md."
+            "see docs/guide/graph-elimination.md (make docs builds the site)."
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -116,7 +116,7 @@ def _add_sweep_command(sub: argparse._SubParsersAction) -> None:
         "sweep",
         help="run a grid of problem x mode x method x seed x options cells into a SQLite store",
         description=(
-            "Cross the lists of GRID.json (problems, modes, methods, seeds, options; see README.md, "
+            "Cross the lists of GRID.json (problems, modes, methods, seeds, options; see docs/guide/experiments.md, "
             "'Sweeps') into cells, optimize and verify each one, and store one row per cell in STORE as it "
             "finishes. A rerun with the same STORE computes only the cells missing. "
             "`jacacc sweep --export STORE OUT.json|OUT.csv` writes the stored records."
