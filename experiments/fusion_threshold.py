@@ -137,8 +137,8 @@ def function_rows(n: int, rng: np.random.Generator, repeats: int, budget: float,
     """Per function of the kernel language (or of ``names``): NumPy's ufunc against a kernel of it
     alone, and NumPy's ``f(x) * exp(x)`` against a kernel of that, on ``n`` elements."""
     from jacacc import ops
-    from jacacc.elementwise.kernels import numba_kernel
     from jacacc.elementwise.parse import FUNCTIONS, parse
+    from jacacc.kernels import numba_kernel
 
     rows = []
     for name in names or FUNCTIONS:

@@ -493,9 +493,9 @@ def _call_rate(quick: bool, *, vector: bool) -> float:
     functions: libm's ``exp``, ``log``, ``sin`` (``vector=False``) or the numba
     backend's generated vectorizable ``_exp``, ``_log`` helpers (``vector=True``),
     ``_CALLS_PER_POINT`` independent calls per point."""
-    from jacacc.codegen.numba_ import VECTOR_MATH, _vector_math_source
+    from jacacc.kernels import VECTOR_MATH, vector_math_source
 
-    preamble = _vector_math_source(set(VECTOR_MATH), "False") if vector else []
+    preamble = vector_math_source(VECTOR_MATH, False) if vector else []
     functions = ("_exp", "_log") if vector else ("math.exp", "math.log", "math.sin")
     x = np.random.default_rng(0).uniform(0.0, 1.0, 1 << (16 if quick else 20))
     out = np.empty_like(x)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -50,7 +51,7 @@ import numpy as np
 from jacacc.errors import RegistryError, UnsupportedOperationError
 
 __all__ = ["OPERATIONS", "ZERO", "Builder", "Operation", "Sym", "TextBuilder", "Zero", "declare", "get", "names",
-           "partials", "resolve"]
+           "partials", "resolve", "spelling", "spellings"]
 
 V = TypeVar("V")
 
@@ -277,7 +278,10 @@ class Operation:
     numba : str
         The function in Numba source (default: the NumPy spelling), or a
         template with ``{0}``, ``{1}`` … for the printed arguments where no
-        function compiles (``"(1.0 if {0} > 0.0 else 0.0)"``).
+        function compiles (``"(1.0 if {0} > 0.0 else 0.0)"``).  A template
+        calls another operation of the table as ``{name}`` (``{exp}``): each
+        code generator puts its own spelling of that operation there
+        (:func:`spelling`), so a vectorized helper reaches the call too.
     cuda : str
         The CUDA C++ function (a libm name or a helper in :data:`CUDA_HELPERS`).
     jax : tuple of str
@@ -293,6 +297,31 @@ class Operation:
         The derivative in words (listings, docs).
     piecewise_constant : bool
         Its derivative is zero wherever it exists.
+    costly : bool
+        A library call (a square root, an exponential, a trigonometric or
+        special function: tens of cycles), not a few instructions: worth
+        computing once and storing where it would otherwise be recomputed —
+        the tensor evaluator's fused regions materialize it rather than
+        recompute it per broadcast element, elementwise derivatives tabulate it
+        per argument element (those defined on all reals).
+    vector_math : str
+        ``"small"`` or ``"large"`` where the loop-kernel layer
+        (:mod:`jacacc.kernels`) has a generated arithmetic helper for it
+        (``_exp``: inlined, a few ulp) that LLVM vectorizes with the loop
+        around it, where a libm call runs one element at a time; empty where
+        Numba code calls libm.  A small helper (a polynomial: ``exp``, ``log``,
+        ``tanh``) is called by every Numba kernel; a large one (``erf``: a
+        Chebyshev recurrence, about 2 s more of Numba compilation per kernel)
+        only by the scalar schedules' kernels, one large program whose compile
+        time it shares, not by the many small loop kernels of elementwise
+        functions and fused regions.
+    slow_in_kernels : bool
+        NumPy computes it faster than a loop kernel (SIMD implementations of
+        the function where a kernel calls libm once per element, which also
+        keeps LLVM from vectorizing the rest of the loop): the tensor
+        evaluator's fusion leaves it out of its regions.  Measured by
+        ``experiments/fusion_threshold.py`` (its kernel of ``f(x) * exp(x)``
+        took more than 1.5 times NumPy's three calls on 10⁵ elements).
     """
 
     name: str
@@ -309,6 +338,9 @@ class Operation:
     domain: str = "all reals"
     derivative_text: str = ""
     piecewise_constant: bool = False
+    costly: bool = False
+    vector_math: str = ""
+    slow_in_kernels: bool = False
 
     @property
     def function(self) -> Callable[..., Any]:
@@ -585,7 +617,8 @@ declare("div", 2, "np.true_divide", lambda f, a, b, out: [1.0 / b, -out / b],
 declare("pow", 2, "np.power", lambda f, x, y, out: [y * x ** (y - 1.0), f.log(x) * out],
         aliases=("power", "float_power"), infix="**", cuda="pow", jax=("pow",), torch="torch.pow",
         domain="x > 0 for a non-integer y; at x = 0 the partial in y is NaN (log 0 · 0)",
-        derivative_text="y*x**(y-1), log(x)*out")
+        derivative_text="y*x**(y-1), log(x)*out",
+        costly=True)
 _unary("neg", "np.negative", lambda f, x, out: -1.0, "-1", aliases=("negative",), infix="-", cuda="-",
        jax=("neg",), torch="torch.neg")
 _unary("pos", "np.positive", lambda f, x, out: 1.0, "1", aliases=("positive",), cuda="jc_positive",
@@ -597,51 +630,74 @@ _unary("reciprocal", "np.reciprocal", lambda f, x, out: -(out**2), "-out**2", cu
 
 # -- roots, exponentials, logarithms
 _unary("sqrt", "np.sqrt", lambda f, x, out: 0.5 / out, "0.5/out", cuda="sqrt", jax=("sqrt",), torch="torch.sqrt",
-       domain="x ≥ 0; the derivative is +inf at 0")
+       domain="x ≥ 0; the derivative is +inf at 0",
+       costly=True)
 _unary("cbrt", "np.cbrt", lambda f, x, out: (1.0 / 3.0) / out**2, "1/(3*out**2)", cuda="cbrt", jax=("cbrt",),
-       domain="all reals; the derivative is +inf at 0")
-_unary("exp", "np.exp", lambda f, x, out: out, "out", cuda="exp", jax=("exp",), torch="torch.exp")
+       domain="all reals; the derivative is +inf at 0",
+       costly=True, slow_in_kernels=True)
+_unary("exp", "np.exp", lambda f, x, out: out, "out", cuda="exp", jax=("exp",), torch="torch.exp",
+       costly=True, vector_math="small")
 _unary("exp2", "np.exp2", lambda f, x, out: _LN2 * out, "log(2)*out", cuda="exp2", jax=("exp2",),
-       torch="torch.exp2")
+       torch="torch.exp2",
+       costly=True, slow_in_kernels=True)
 _unary("expm1", "np.expm1", lambda f, x, out: out + 1.0, "out + 1", cuda="expm1", jax=("expm1",),
-       torch="torch.expm1")
+       torch="torch.expm1",
+       costly=True, slow_in_kernels=True)
 _unary("log", "np.log", lambda f, x, out: 1.0 / x, "1/x", cuda="log", jax=("log",), torch="torch.log",
-       domain="x > 0 (NaN below, -inf at 0)")
+       domain="x > 0 (NaN below, -inf at 0)",
+       costly=True, vector_math="small")
 _unary("log2", "np.log2", lambda f, x, out: (1.0 / _LN2) / x, "1/(log(2)*x)", cuda="log2", torch="torch.log2",
-       domain="x > 0")
+       domain="x > 0",
+       costly=True, slow_in_kernels=True)
 _unary("log10", "np.log10", lambda f, x, out: (1.0 / _LN10) / x, "1/(log(10)*x)", cuda="log10",
-       torch="torch.log10", domain="x > 0")
+       torch="torch.log10", domain="x > 0",
+       costly=True, slow_in_kernels=True)
 _unary("log1p", "np.log1p", lambda f, x, out: 1.0 / (1.0 + x), "1/(1 + x)", cuda="log1p", jax=("log1p",),
-       torch="torch.log1p", domain="x > -1")
+       torch="torch.log1p", domain="x > -1",
+       costly=True, slow_in_kernels=True)
 
 # -- trigonometric
-_unary("sin", "np.sin", lambda f, x, out: f.cos(x), "cos(x)", cuda="sin", jax=("sin",), torch="torch.sin")
-_unary("cos", "np.cos", lambda f, x, out: -f.sin(x), "-sin(x)", cuda="cos", jax=("cos",), torch="torch.cos")
+_unary("sin", "np.sin", lambda f, x, out: f.cos(x), "cos(x)", cuda="sin", jax=("sin",), torch="torch.sin",
+       costly=True)
+_unary("cos", "np.cos", lambda f, x, out: -f.sin(x), "-sin(x)", cuda="cos", jax=("cos",), torch="torch.cos",
+       costly=True)
 _unary("tan", "np.tan", lambda f, x, out: 1.0 + out**2, "1 + out**2", cuda="tan", jax=("tan",), torch="torch.tan",
-       domain="x ≠ π/2 + kπ")
+       domain="x ≠ π/2 + kπ",
+       costly=True, slow_in_kernels=True)
 _unary("arcsin", "np.arcsin", lambda f, x, out: 1.0 / f.sqrt(1.0 - x**2), "1/sqrt(1 - x**2)", cuda="asin",
-       jax=("asin",), torch="torch.asin", domain="|x| ≤ 1; the derivative is +inf at ±1")
+       jax=("asin",), torch="torch.asin", domain="|x| ≤ 1; the derivative is +inf at ±1",
+       costly=True, slow_in_kernels=True)
 _unary("arccos", "np.arccos", lambda f, x, out: -1.0 / f.sqrt(1.0 - x**2), "-1/sqrt(1 - x**2)", cuda="acos",
-       jax=("acos",), torch="torch.acos", domain="|x| ≤ 1; the derivative is -inf at ±1")
+       jax=("acos",), torch="torch.acos", domain="|x| ≤ 1; the derivative is -inf at ±1",
+       costly=True, slow_in_kernels=True)
 _unary("arctan", "np.arctan", lambda f, x, out: 1.0 / (1.0 + x**2), "1/(1 + x**2)", cuda="atan", jax=("atan",),
-       torch="torch.atan")
+       torch="torch.atan",
+       costly=True, slow_in_kernels=True)
 declare("arctan2", 2, "np.arctan2", lambda f, y, x, out: [x / (x**2 + y**2), -y / (x**2 + y**2)], cuda="atan2",
         jax=("atan2",), torch="torch.atan2", domain="(y, x) ≠ (0, 0)",
-        derivative_text="x/(x**2 + y**2), -y/(x**2 + y**2) for arctan2(y, x)")
+        derivative_text="x/(x**2 + y**2), -y/(x**2 + y**2) for arctan2(y, x)",
+        costly=True)
 declare("hypot", 2, "np.hypot", lambda f, a, b, out: [a / out, b / out], cuda="hypot", torch="torch.hypot",
-        domain="(a, b) ≠ (0, 0)", derivative_text="a/out, b/out")
+        domain="(a, b) ≠ (0, 0)", derivative_text="a/out, b/out",
+        costly=True)
 
 # -- hyperbolic
-_unary("sinh", "np.sinh", lambda f, x, out: f.cosh(x), "cosh(x)", cuda="sinh", jax=("sinh",), torch="torch.sinh")
-_unary("cosh", "np.cosh", lambda f, x, out: f.sinh(x), "sinh(x)", cuda="cosh", jax=("cosh",), torch="torch.cosh")
+_unary("sinh", "np.sinh", lambda f, x, out: f.cosh(x), "cosh(x)", cuda="sinh", jax=("sinh",), torch="torch.sinh",
+       costly=True, slow_in_kernels=True)
+_unary("cosh", "np.cosh", lambda f, x, out: f.sinh(x), "sinh(x)", cuda="cosh", jax=("cosh",), torch="torch.cosh",
+       costly=True, slow_in_kernels=True)
 _unary("tanh", "np.tanh", lambda f, x, out: 1.0 - out**2, "1 - out**2", cuda="tanh", jax=("tanh",),
-       torch="torch.tanh")
+       torch="torch.tanh",
+       costly=True, vector_math="small")
 _unary("arcsinh", "np.arcsinh", lambda f, x, out: 1.0 / f.sqrt(x**2 + 1.0), "1/sqrt(x**2 + 1)", cuda="asinh",
-       jax=("asinh",), torch="torch.asinh")
+       jax=("asinh",), torch="torch.asinh",
+       costly=True, slow_in_kernels=True)
 _unary("arccosh", "np.arccosh", lambda f, x, out: 1.0 / f.sqrt(x**2 - 1.0), "1/sqrt(x**2 - 1)", cuda="acosh",
-       jax=("acosh",), torch="torch.acosh", domain="x ≥ 1; the derivative is +inf at 1")
+       jax=("acosh",), torch="torch.acosh", domain="x ≥ 1; the derivative is +inf at 1",
+       costly=True, slow_in_kernels=True)
 _unary("arctanh", "np.arctanh", lambda f, x, out: 1.0 / (1.0 - x**2), "1/(1 - x**2)", cuda="atanh",
-       jax=("atanh",), torch="torch.atanh", domain="|x| < 1")
+       jax=("atanh",), torch="torch.atanh", domain="|x| < 1",
+       costly=True, slow_in_kernels=True)
 
 # -- piecewise: Iverson brackets, conventions at the kinks as JAX
 # JAX's abs JVP is select(x >= 0, t, -t): the derivative at the kink is +1
@@ -677,16 +733,21 @@ declare("fmin", 2, "np.fmin", lambda f, a, b, out: [f.lt(a, b) + 0.5 * f.eq(a, b
 # logistic(b - a), written with out so that large operands do not overflow
 declare("logaddexp", 2, "np.logaddexp", lambda f, a, b, out: [f.exp(a - out), f.exp(b - out)],
         cuda="jc_logaddexp", torch="torch.logaddexp",
-        derivative_text="exp(a - out), exp(b - out)")
+        derivative_text="exp(a - out), exp(b - out)",
+        costly=True)
 
 # -- special functions
 _unary("erf", "scipy.special.erf", lambda f, x, out: _TWO_OVER_SQRT_PI * f.exp(-(x**2)), "2/sqrt(pi)*exp(-x**2)",
-       numba="math.erf", cuda="erf", jax=("erf",), torch="torch.erf")
+       numba="math.erf", cuda="erf", jax=("erf",), torch="torch.erf",
+       costly=True, vector_math="large", slow_in_kernels=True)
 _unary("erfc", "scipy.special.erfc", lambda f, x, out: -_TWO_OVER_SQRT_PI * f.exp(-(x**2)),
-       "-2/sqrt(pi)*exp(-x**2)", numba="math.erfc", cuda="erfc", jax=("erfc",), torch="torch.erfc")
+       "-2/sqrt(pi)*exp(-x**2)", numba="math.erfc", cuda="erfc", jax=("erfc",), torch="torch.erfc",
+       costly=True, slow_in_kernels=True)
 _unary("logistic", "scipy.special.expit", lambda f, x, out: out * (1.0 - out), "out*(1 - out)",
-       aliases=("expit",), cuda="jc_logistic", jnp="jax.nn.sigmoid", numba="(1.0 / (1.0 + np.exp(-({0}))))", jax=("logistic",),
-       torch="torch.sigmoid")
+       aliases=("expit",), cuda="jc_logistic", jnp="jax.nn.sigmoid", numba="(1.0 / (1.0 + {exp}(-({0}))))",
+       jax=("logistic",),
+       torch="torch.sigmoid",
+       costly=True)
 
 # -- predicates: [a > b] etc. as 1.0 or 0.0, piecewise constant
 for _name, _symbol, _ufunc in (("gt", ">", "greater"), ("ge", ">=", "greater_equal"), ("lt", "<", "less"),
@@ -743,8 +804,41 @@ def jax_primitives() -> Mapping[str, str]:
     return {prim: op.name for op in OPERATIONS.values() for prim in op.jax}
 
 
-def spellings(backend: str) -> dict[str, str]:
-    """Canonical name -> function spelling for ``backend`` (``numpy``, ``numba``, ``cuda``, ``torch``).
+#: the code generators whose spellings :func:`spelling` knows: the attribute of :class:`Operation`
+_SPELLINGS = ("numpy", "numba", "cuda", "torch")
+#: ``{name}`` in a template: a call of another operation of the table
+_REFERENCE = re.compile(r"\{([A-Za-z_][A-Za-z_0-9]*)\}")
+
+
+def spelling(name: str, backend: str, functions: Mapping[str, str] | None = None) -> str:
+    """How ``backend`` (``numpy``, ``numba``, ``cuda``, ``torch``) spells the operation ``name``: a
+    function, or a template with ``{0}``, ``{1}`` … for the arguments, in which a call of another
+    operation of the table (``{exp}``) is that operation's spelling.  ``functions`` (canonical name
+    -> spelling: a code generator's own helpers, ``{"exp": "_exp"}``) replaces the table's
+    spelling of the operations it names, wherever they are called.  Empty where the backend has none.
+
+    Examples
+    --------
+    >>> spelling("logistic", "numba")
+    '(1.0 / (1.0 + np.exp(-({0}))))'
+    >>> spelling("logistic", "numba", {"exp": "_exp"}), spelling("exp", "numba", {"exp": "_exp"})
+    ('(1.0 / (1.0 + _exp(-({0}))))', '_exp')
+    """
+    if backend not in _SPELLINGS:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(_SPELLINGS)}")
+    op = get(name)
+    if functions is not None and op.name in functions:
+        return functions[op.name]
+    text = getattr(op, backend)
+    if "{" not in text:
+        return text
+
+    return _REFERENCE.sub(lambda match: spelling(match.group(1), backend, functions), text)
+
+
+def spellings(backend: str, functions: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Canonical name -> function spelling for ``backend`` (``numpy``, ``numba``, ``cuda``, ``torch``):
+    :func:`spelling` of every operation (``functions`` as there).
 
     Operations without a spelling for the backend are left out.
 
@@ -753,9 +847,9 @@ def spellings(backend: str) -> dict[str, str]:
     >>> spellings("cuda")["arcsin"], spellings("numba")["erf"], spellings("numpy")["abs"]
     ('asin', 'math.erf', 'np.absolute')
     """
-    if backend not in ("numpy", "numba", "cuda", "torch"):
-        raise ValueError(f"unknown backend {backend!r}; known: numpy, numba, cuda, torch")
-    return {name: getattr(op, backend) for name, op in OPERATIONS.items() if getattr(op, backend)}
+    if backend not in _SPELLINGS:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(_SPELLINGS)}")
+    return {name: spelling(name, backend, functions) for name, op in OPERATIONS.items() if getattr(op, backend)}
 
 
 def iterate() -> Iterator[Operation]:

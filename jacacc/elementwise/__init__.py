@@ -6,12 +6,12 @@ Fourier–Motzkin bounds and integrality/solvability brackets
 (:mod:`~jacacc.elementwise.derive`, on :mod:`jacacc.intlin`), again an
 elementwise function and derivable again; ``f.vjp`` evaluates all of them and
 ``f.compile("numba" | "cupy")`` builds one lock-free kernel per derivative
-(:mod:`~jacacc.elementwise.kernels`, :mod:`~jacacc.elementwise.compiled`).
+(:mod:`~jacacc.elementwise.compiled`, through the loop-kernel layer :mod:`jacacc.kernels`).
 
 The functions and compiled kernels are imported on first access (PEP 562), so
 that the kernel IR (:mod:`~jacacc.elementwise.parse`) loads without the
-derivation machinery: the tensor evaluator's fusion pass
-(:mod:`jacacc.tensor.fusion`) builds its kernels' definitions from it.
+derivation machinery: the kernel layer (:mod:`jacacc.kernels`) and the tensor
+evaluator's fusion pass (:mod:`jacacc.tensor.fusion`) build on it.
 """
 
 from __future__ import annotations

@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jacacc.elementwise import derive, kernels
+from jacacc import kernels
+from jacacc.elementwise import derive
 from jacacc.elementwise.function import checked_array
-from jacacc.elementwise.kernels import PARALLEL_MIN_ELEMENTS
 from jacacc.elementwise.parse import Definition, SourceError, Summation
 from jacacc.errors import RegistryError, require_extra
+from jacacc.kernels import PARALLEL_MIN_ELEMENTS
 
 if TYPE_CHECKING:
     from jacacc.elementwise.function import ElementwiseFunction
@@ -46,9 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["COMPILED_BACKENDS", "CompiledFunction"]
 
 COMPILED_BACKENDS = ("numba", "cupy")
-THREADS_PER_BLOCK = 256
 #: Numba: a gradient with at most this many elements whose value ends in a sum (a convolution's
-#: kernel) runs as a chunked reduction (:func:`~jacacc.elementwise.kernels.python_source`)
+#: kernel) runs as a chunked reduction (:func:`~jacacc.kernels.python_source`)
 REDUCTION_MAX_ELEMENTS = 1024
 
 
@@ -103,7 +103,7 @@ class CompiledFunction:
             if self.backend == "numba":
                 self._kernels[key] = kernels.numba_kernel(definition, arguments, reduction, parallel)
             else:
-                self._kernels[key] = _cupy_kernel(kernels.cuda_source(definition, arguments, ranks))
+                self._kernels[key] = kernels.cupy_kernel(kernels.cuda_source(definition, arguments, ranks))
         return self._kernels[key]
 
     def _run(self, definition: Definition, shape: tuple[int, ...], arrays: dict[str, Any],
@@ -123,11 +123,7 @@ class CompiledFunction:
         cp = require_extra("cupy", "gpu")
         inputs = [cp.ascontiguousarray(cp.asarray(arrays[a], dtype=cp.float64)) for a in arguments]
         out = cp.empty(shape, dtype=cp.float64) if out is None else _checked_buffer(out, shape, definition.name)
-        extents = [*shape, *(n for x in inputs for n in x.shape)]
-        total = int(np.prod(shape))
-        if total:
-            blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-            kernel((blocks,), (THREADS_PER_BLOCK,), (out, *inputs, *(np.int64(n) for n in extents)))
+        kernel(out, *inputs)  # one thread per element, the extents passed by the launcher
         return out
 
     def _layout(self, definition: Definition) -> tuple[list[str], bool]:
@@ -182,8 +178,3 @@ class CompiledFunction:
         if self.backend == "cupy" and not any(type(a).__module__.startswith("cupy") for a in arrays.values()):
             return result.get()
         return result
-
-
-def _cupy_kernel(source: str) -> Callable:
-    cp = require_extra("cupy", "gpu")
-    return cp.RawKernel(source, kernels.CUDA_KERNEL_NAME)

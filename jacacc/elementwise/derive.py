@@ -59,6 +59,7 @@ from jacacc.elementwise.parse import (
     Unary,
     chain,
     expression_text,
+    free_indices,
     rebuild,
     unparse,
     walk,
@@ -307,23 +308,6 @@ def _names_in(node: Node) -> set[str]:
             out |= {n.index}.union(*(lim.numerator.names for lim in (*n.lower, *n.upper)))
         elif isinstance(n, Guard):
             out |= set().union(*(c.form.names for c in n.conditions))
-    return out
-
-
-def free_indices(node: Node) -> set[str]:
-    """The index names ``node`` reads that no sum inside it binds."""
-    if isinstance(node, Read):
-        return set().union(*(a.names for a in node.indices))
-    if isinstance(node, Summation):
-        limits = set().union(*(lim.numerator.names for lim in (*node.lower, *node.upper)))
-        return limits | (free_indices(node.body) - {node.index})
-    out: set[str] = set()
-    if isinstance(node, Guard):
-        out = set().union(*(c.form.names for c in node.conditions))
-    for child in ("operand", "left", "right", "base", "argument", "body"):
-        sub = getattr(node, child, None)
-        if isinstance(sub, Node):
-            out |= free_indices(sub)
     return out
 
 
@@ -689,10 +673,10 @@ def recall_inside(node: Node, stored: Mapping[Node, str], indices: tuple[str, ..
 
 
 #: calls worth an array of their values per argument element when f reads each element many times:
-#: the transcendental functions defined on all reals (their domain in :mod:`jacacc.ops`), so that
-#: the elements f never reads are harmless
-POINTWISE_FUNCTIONS = frozenset({"exp", "exp2", "expm1", "tanh", "sin", "cos", "sinh", "cosh", "arctan", "arcsinh",
-                                 "erf", "erfc", "logistic"})
+#: the costly functions (:attr:`jacacc.ops.Operation.costly`) defined on all reals (their domain in
+#: :mod:`jacacc.ops`), so that the elements f never reads are harmless
+POINTWISE_FUNCTIONS = frozenset(name for name in FUNCTIONS
+                                if ops.get(name).costly and ops.get(name).domain == "all reals")
 
 
 def pointwise_key(node: Node) -> tuple[str, Read] | None:

@@ -2,7 +2,7 @@
 
 :func:`define` reads ``f[i, j] = …`` (:mod:`~jacacc.elementwise.parse`) with the
 extents of its indices; ``f(**arrays)`` evaluates it, one element per
-iteration of a kernel (:mod:`~jacacc.elementwise.kernels`), after every read
+iteration of a kernel (:mod:`jacacc.kernels`), after every read
 has been checked against its array's extent exactly over the integers (the
 binders' ranges, sum bounds and brackets: :mod:`jacacc.intlin`) and refused
 naming its column.  ``f.derivative(x)`` is the gather-form derivative of §5
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 import jacacc.iverson as iv
-from jacacc.elementwise import derive, kernels
+from jacacc import kernels
+from jacacc.elementwise import derive
 from jacacc.elementwise.parse import (
     Affine,
     Binary,

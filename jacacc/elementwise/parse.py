@@ -35,7 +35,7 @@ from jacacc.errors import JacaccError, SizeLimitError
 
 __all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "LEFT_OUT", "Affine", "Binary", "Call", "Condition", "Definition",
            "Guard", "Limit", "Node", "Number", "Power", "Quotient", "Read", "SourceError", "Summation", "Unary",
-           "chain", "children", "expression_text", "parse", "rebuild", "unparse", "walk"]
+           "chain", "children", "expression_text", "free_indices", "parse", "rebuild", "unparse", "walk"]
 
 #: the unary operations of :mod:`jacacc.ops` the language leaves out, and why
 LEFT_OUT = {
@@ -313,6 +313,23 @@ def walk(node: Node) -> Iterator[Node]:
         here = stack.pop()
         yield here
         stack.extend(reversed(children(here)))
+
+
+def free_indices(node: Node) -> set[str]:
+    """The index names ``node`` reads that no sum inside it binds."""
+    if isinstance(node, Read):
+        return set().union(*(a.names for a in node.indices))
+    if isinstance(node, Summation):
+        limits = set().union(*(lim.numerator.names for lim in (*node.lower, *node.upper)))
+        return limits | (free_indices(node.body) - {node.index})
+    out: set[str] = set()
+    if isinstance(node, Guard):
+        out = set().union(*(c.form.names for c in node.conditions))
+    for child in ("operand", "left", "right", "base", "argument", "body"):
+        sub = getattr(node, child, None)
+        if isinstance(sub, Node):
+            out |= free_indices(sub)
+    return out
 
 
 #: a chain of up to this many ``+``/``-`` (or ``*``/``/``) operands is folded to the left, as Python

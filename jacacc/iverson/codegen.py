@@ -43,15 +43,13 @@ from __future__ import annotations
 
 import builtins
 import functools
-import importlib
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from jacacc import ops
+from jacacc import kernels
 from jacacc.errors import RegistryError, require_extra
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.arrays import _Lib, _value
@@ -172,27 +170,17 @@ def _exec(source: str, tag: str, namespace: dict[str, Any]) -> Callable[..., Any
 
 def _spelling(name: str, backend: str) -> str:
     """The spelling of the language's function ``name`` for ``backend`` (``"numpy"``, ``"numba"``):
-    the operation table's (:mod:`jacacc.ops`), a function or a template with ``{0}``."""
-    return getattr(ops.get(operation_name(name)), backend)
-
-
-def _call_text(spelling: str, arguments: list[str]) -> str:
-    """The code of a call of ``spelling`` (a dotted function, or a template) on ``arguments``."""
-    return spelling.format(*arguments) if "{" in spelling else f"{spelling}({', '.join(arguments)})"
+    the operation table's, through the kernel layer (:func:`jacacc.kernels.spelling`) — a function
+    or a template with ``{0}``.  libm, not the vectorizable helpers: the loops keep the
+    interpreter's values and its order of summation."""
+    return kernels.spelling(operation_name(name), backend)
 
 
 @functools.cache
 def _namespace(backend: str) -> dict[str, Any]:
-    """The modules the spellings of the language's functions call, under the names they call them by
-    (``np``, ``math``, ``scipy``, ``jacacc``); each kernel gets a copy."""
-    out: dict[str, Any] = {"np": np, "math": math}
-    for name in FUNCTIONS:
-        spelling = _spelling(name, backend)
-        module = spelling.rpartition(".")[0]
-        if "{" not in spelling and module and module.split(".")[0] not in out:  # templates use np, math
-            importlib.import_module(module)  # ``scipy.special``: the submodule must be loaded
-            out[module.split(".")[0]] = importlib.import_module(module.split(".")[0])
-    return out
+    """The modules the spellings call (``np``, ``math``, ``scipy``, ``jacacc``:
+    :func:`jacacc.kernels.modules`); each kernel gets a copy."""
+    return kernels.modules(backend)
 
 
 def _identifier(prefix: str, counter: itertools.count) -> str:
@@ -343,7 +331,7 @@ class _LoopPrinter:
                 name = self.temp("t")
                 self.emit(f"{name} = {arg}")
                 arg, depth = name, 0
-            return self.named(_call_text(spelling, [arg]), depth + 1)
+            return self.named(kernels.call_text(spelling, [arg]), depth + 1)
         if isinstance(e, Bracket):
             out = self.temp("b")
             self.emit(f"{out} = 0.0")

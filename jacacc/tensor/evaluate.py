@@ -18,7 +18,7 @@ steps and the elementwise functions come from CuPy).  Where Numba is
 installed, each region of elementwise nodes (with the memory-bound sum that
 ends it) is first replaced by one node run as a loop kernel
 (:mod:`jacacc.tensor.fusion`; ``fuse_kernels=False`` keeps every node a NumPy
-call).
+call): Numba's on NumPy arrays, the same region's CUDA kernel on CuPy arrays.
 """
 
 from __future__ import annotations
@@ -480,8 +480,8 @@ class Program:
             elif kind == "unary":
                 fn, p, _ = op
                 values[k] = fn(xp, *(values[a] for a in args), p)
-            elif kind == "fused":  # the region node by node
-                values[k] = op.reference(xp, [values[a] for a in args])
+            elif kind == "fused":  # CuPy: the region's CUDA kernel; NumPy: node by node (the reference)
+                values[k] = op.evaluate(xp, [values[a] for a in args])
             elif kind == "op":
                 values[k] = self._operator_output(op, [values.get(a) for a in args], groups, xp)
             else:

@@ -4,17 +4,20 @@ NumPy runs an expression node by node: ``(X - mu)**2 / exp(logvar)`` summed
 over rows is a broadcast copy of ``mu`` (a product with a tensor of ones), an
 addition, a power, an exponential, a product and a sum — six passes over
 memory and six calls of Python dispatch.  :func:`find_regions` groups such
-nodes into *regions*, each one kernel of the elementwise layer
-(:mod:`jacacc.elementwise`): its :class:`~jacacc.elementwise.parse.Definition`
+nodes into *regions*, each one kernel of the loop-kernel layer
+(:mod:`jacacc.kernels`): its :class:`~jacacc.elementwise.parse.Definition`
 is built here in code — the kernel IR — and compiled by
-:func:`~jacacc.elementwise.kernels.numba_kernel`, so the region above is one
-loop that reads ``X``, ``mu`` and ``logvar`` once and writes one vector.
+:func:`~jacacc.kernels.numba_kernel` (on NumPy arrays) or printed by
+:func:`~jacacc.kernels.cuda_source` and run by CuPy (on CuPy arrays), so the
+region above is one loop that reads ``X``, ``mu`` and ``logvar`` once and
+writes one vector.
 
 What a region holds:
 
 * elementwise nodes: the table's functions of one operand
   (:data:`~jacacc.elementwise.parse.FUNCTIONS`, but those NumPy computes faster:
-  :data:`SLOW_IN_KERNELS`), ``pow`` and ``shift``, the
+  :data:`SLOW_IN_KERNELS`, the table's
+  :attr:`~jacacc.ops.Operation.slow_in_kernels`), ``pow`` and ``shift``, the
   table's ``add``/``sub``/``mul``/``div`` of two operands, sums (``add``
   without δ-scatter terms) and einsums that multiply elementwise with
   broadcasting or transposition (each operand's letters distinct and among the
@@ -30,7 +33,8 @@ What a region holds:
 A node joins its consumer's region only if that consumer reads it once and
 nothing else does (no value is computed twice, and no exponential blow-up of a
 shared subexpression), it is no output of the program, and — when it is an
-expensive function (``exp``, ``tanh`` …) — the region reads it at every loop
+expensive function (``exp``, ``tanh`` …: the table's
+:attr:`~jacacc.ops.Operation.costly`) — the region reads it at every loop
 index (a broadcast operand would recompute it once per broadcast element; such
 a node is materialized instead).  Whatever a region reads from outside is a
 kernel argument, read at the letters of its axes: transposes and broadcasts
@@ -54,11 +58,16 @@ size, sums of them 1.7–4×; memory-bound sizes (10⁶) 2–9×.
 
 Kernels compile on first use and are cached in memory by their source (and per
 argument type by Numba) and on disk under
-:func:`~jacacc.elementwise.kernels.kernel_cache_dir` (``$JACACC_CACHE_DIR``),
+:func:`~jacacc.kernels.kernel_cache_dir` (``$JACACC_CACHE_DIR``),
 so another process loads them without compiling.  Fusion needs Numba; without
 it, or with :data:`ENABLED` false (``JACACC_FUSION=0`` in the environment), or
 with ``Program(..., fuse_kernels=False)``, the evaluator runs node by node as
-before.  On CuPy arrays the interpreter evaluates each region node by node
+before.  On CuPy arrays the interpreter runs each region as the CUDA kernel of
+the same definition (:meth:`FusedKernel.evaluate`: one thread per element of
+the root, compiled by CuPy once per source), unless its threads would each sum
+a long range while few run (:attr:`FusedKernel.cuda_worthwhile`: CuPy's own
+reductions are parallel), :data:`CUDA_ENABLED` is false
+(``JACACC_FUSION_CUDA=0``) or CuPy cannot compile it — then node by node
 (:meth:`FusedKernel.reference`).
 
 Examples
@@ -85,7 +94,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc import ops
+from jacacc import kernels, ops
 from jacacc.elementwise.parse import (
     FUNCTIONS,
     Affine,
@@ -106,8 +115,9 @@ from jacacc.elementwise.parse import (
 )
 from jacacc.tensor.expr import UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
 
-__all__ = ["ENABLED", "FUSION_MIN_SIZE", "MIN_OPERATIONS", "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel",
-           "Region", "find_regions", "fused_outputs", "numba_available"]
+__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "CUDA_MIN_THREADS", "ENABLED", "FUSION_MIN_SIZE", "MIN_OPERATIONS",
+           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs",
+           "numba_available"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
@@ -118,16 +128,19 @@ MIN_OPERATIONS = 2
 #: a summing einsum is memory-bound, and fusable as a region's root, when the product of the
 #: extents of all its letters is at most this times the size of its largest operand
 REDUCTION_FACTOR = 1
-#: functions left out of regions: their kernel of ``f(x) * exp(x)`` took more than 1.5 times NumPy's
-#: three calls on 10⁵ elements (``results/fusion_threshold.json``, "functions"): NumPy runs SIMD
-#: implementations of them (SVML on AVX-512) where a kernel calls libm one element at a time, which
-#: also keeps LLVM from vectorizing the rest of the loop
-SLOW_IN_KERNELS = frozenset({"arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "cosh", "erf",
-                             "erfc", "exp2", "expm1", "log10", "log1p", "log2", "sinh", "tan"})
+#: functions left out of regions: those NumPy computes faster than a kernel, the table's
+#: :attr:`~jacacc.ops.Operation.slow_in_kernels` (:func:`jacacc.kernels.slow_in_kernels`)
+SLOW_IN_KERNELS = kernels.slow_in_kernels()
+#: on CuPy arrays, run regions as CUDA kernels (``JACACC_FUSION_CUDA=0`` in the environment: node by node)
+CUDA_ENABLED = os.environ.get("JACACC_FUSION_CUDA", "1").strip().lower() not in ("0", "false", "no", "off")
+#: a region runs as a CUDA kernel (one thread per element of its root) when its root has at least this
+#: many elements (enough threads to fill a GPU) …
+CUDA_MIN_THREADS = 1 << 15
+#: … or each thread sums at most this many terms (a long serial sum on few threads loses to CuPy's
+#: parallel reductions; not measured — no GPU where the layer was written)
+CUDA_MAX_SERIAL = 64
 #: the table's operations of two operands that are the kernel language's arithmetic
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-#: functions cheap enough to recompute per broadcast element rather than materialize
-_CHEAP = frozenset({"abs", "sign", "square", "relu", "heaviside", "reciprocal"})
 _ZERO = Affine.make({}, 0)
 
 
@@ -236,7 +249,7 @@ def _expensive(node: Tensor) -> bool:
     name, p = node.param
     if name == "pow":
         return p is None or not float(p).is_integer() or abs(p) > 4
-    return name in FUNCTIONS and name not in _CHEAP
+    return name in FUNCTIONS and ops.get(name).costly
 
 
 def _operations(node: Tensor) -> int:
@@ -486,7 +499,9 @@ class FusedKernel:
 
     ``kernel(out, *inputs)`` (the Numba dispatcher, compiled on first use) fills ``out`` of
     shape :attr:`kernel_shape` — the root's shape, or ``(1,)`` for a scalar root; a 0-d input
-    is passed as a vector of one element (:attr:`scalar_inputs`).
+    is passed as a vector of one element (:attr:`scalar_inputs`).  :attr:`cuda_source` is the
+    same definition as CUDA C++ (one thread per element of ``out``), which :meth:`evaluate`
+    runs on CuPy arrays.
 
     Parameters
     ----------
@@ -500,10 +515,15 @@ class FusedKernel:
         The kernel IR: ``fused[i0, …] = …`` reading the inputs as ``x0, x1, …``.
     interchange : bool
         For a summing root: whether the sum's loop runs outside the last output index's
-        (:func:`~jacacc.elementwise.kernels.python_source`), chosen by the largest operand's layout.
+        (:func:`~jacacc.kernels.python_source`), chosen by the largest operand's layout.
     parallel : bool
         Whether the loop runs in parallel (``prange``): from
-        :data:`~jacacc.elementwise.kernels.PARALLEL_MIN_ELEMENTS` iterations.
+        :data:`~jacacc.kernels.PARALLEL_MIN_ELEMENTS` iterations.
+    ranks : dict
+        The number of axes the kernel reads of each argument (a 0-d input as a vector of one).
+    cuda_worthwhile : bool
+        Whether the CUDA kernel beats the region node by node on CuPy arrays: its root has at least
+        :data:`CUDA_MIN_THREADS` elements or each element sums at most :data:`CUDA_MAX_SERIAL` terms.
     flops : int
         The region's FLOPs as the unfused program counts them.
 
@@ -517,11 +537,11 @@ class FusedKernel:
     fused[i0] = exp(x0[i0] + 1)
     >>> np.allclose(kernel(np.zeros(4)), np.e)
     True
+    >>> print(kernel.cuda_source.splitlines()[-2])
+        _out[_t] = exp((_a_x0[(_i_i0)] + ((real)1.0)));
     """
 
     def __init__(self, region: Region, dtype: Any) -> None:
-        from jacacc.elementwise.kernels import PARALLEL_MIN_ELEMENTS
-
         self.region = region
         self.dtype = np.dtype(dtype)
         root = region.root
@@ -535,24 +555,74 @@ class FusedKernel:
         self.kernel_shape = root.shape or (1,)
         self.scalar_inputs = tuple(x.shape == () for x in region.inputs)
         self.interchange = _interchange(root)
-        self.parallel = region.work >= PARALLEL_MIN_ELEMENTS and root.ndim > 0 and not (
+        self.parallel = region.work >= kernels.PARALLEL_MIN_ELEMENTS and root.ndim > 0 and not (
             self.interchange and root.ndim == 1)
+        self.ranks = {name: max(x.ndim, 1) for name, x in zip(self.arguments, region.inputs, strict=True)}
+        elements = math.prod(self.kernel_shape)
+        self.cuda_worthwhile = elements >= CUDA_MIN_THREADS or region.work <= CUDA_MAX_SERIAL * elements
         self.flops = sum(node_flops(n) for n in region.members)
         self._kernel: Callable | None = None
         self._failed = False
+        self._cuda_kernel: Callable | None = None
+        self._cuda_failed = False
 
     def __repr__(self) -> str:
         return f"<FusedKernel {self.definition.source}>"
 
     @property
     def kernel(self) -> Callable:
-        """The Numba kernel (through :func:`~jacacc.elementwise.kernels.numba_kernel`, cached)."""
+        """The Numba kernel (through :func:`~jacacc.kernels.numba_kernel`, cached)."""
         if self._kernel is None:
-            from jacacc.elementwise.kernels import numba_kernel
-
-            self._kernel = numba_kernel(self.definition, self.arguments, parallel=self.parallel,
-                                        interchange=self.interchange, cache=True)
+            self._kernel = kernels.numba_kernel(self.definition, self.arguments, parallel=self.parallel,
+                                                interchange=self.interchange, cache=True)
         return self._kernel
+
+    @property
+    def cuda_source(self) -> str:
+        """The region as CUDA C++ (:func:`~jacacc.kernels.cuda_source` of :attr:`definition`, in the
+        program's dtype): ``jacacc_elementwise(out, *inputs, *extents)``, one thread per element of
+        :attr:`kernel_shape`, 0-d inputs as vectors of one element."""
+        return kernels.cuda_source(self.definition, self.arguments, self.ranks, self.dtype)
+
+    @property
+    def cuda_kernel(self) -> Callable:
+        """The CUDA kernel launched by CuPy (:func:`~jacacc.kernels.cupy_kernel`; compiled on first
+        launch, once per source in a process): ``kernel(out, *inputs)`` on contiguous CuPy arrays."""
+        if self._cuda_kernel is None:
+            self._cuda_kernel = kernels.cupy_kernel(self.cuda_source)
+        return self._cuda_kernel
+
+    def evaluate(self, xp: Any, arrays: Sequence[Any]) -> Any:
+        """The root's value from the inputs' on the arrays of ``xp`` — the interpreter's step
+        (:meth:`jacacc.tensor.evaluate.Program.interpret`).  On NumPy arrays: node by node
+        (:meth:`reference`: the interpreter stays the independent check of the kernels).  On
+        CuPy arrays: the CUDA kernel where :attr:`cuda_worthwhile` (and :data:`CUDA_ENABLED`, a
+        float64 or float32 program), else node by node; a kernel CuPy cannot compile or launch
+        is reported once (a warning) and the region runs node by node from then on."""
+        if xp is np or not (CUDA_ENABLED and self.cuda_worthwhile) or self._cuda_failed \
+                or self.dtype not in (np.float64, np.float32):
+            return self.reference(xp, arrays)
+        try:
+            return self.run_cuda(xp, arrays)
+        except Exception as exc:
+            if not type(exc).__module__.startswith("cupy"):
+                raise
+            self._cuda_failed = True
+            warnings.warn(f"jacacc.tensor could not run the fused CUDA kernel {self.definition.source} "
+                          f"({type(exc).__name__}: {exc}); it runs node by node", RuntimeWarning, stacklevel=2)
+            return self.reference(xp, arrays)
+
+    def run_cuda(self, cp: Any, arrays: Sequence[Any]) -> Any:
+        """The root's value computed by :attr:`cuda_kernel` on the CuPy arrays ``arrays`` (in
+        :attr:`Region.inputs` order; converted to the program's dtype and made contiguous where
+        they are not, 0-d ones viewed as vectors of one element)."""
+        inputs = []
+        for a, scalar in zip(arrays, self.scalar_inputs, strict=True):
+            a = cp.ascontiguousarray(cp.asarray(a, dtype=self.dtype))
+            inputs.append(a.reshape(1) if scalar else a)
+        out = cp.empty(self.kernel_shape, dtype=self.dtype)
+        self.cuda_kernel(out, *inputs)
+        return out.reshape(self.shape)
 
     def run(self, out: np.ndarray, *arrays: Any) -> None:
         """Fill ``out`` (:attr:`kernel_shape`) from the inputs (0-d ones as vectors of one element).

@@ -3,6 +3,7 @@ rule and finite differences; structural-constant skipping; CUDA source; registry
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
 import shutil
 import subprocess
@@ -241,18 +242,20 @@ def test_numba_split_parts_and_float32():
 
 @pytest.mark.parametrize("n_points", [0, 1, 7, 300, 1025])
 def test_numba_blocks_any_number_of_points(n_points):
-    # N not a multiple of the block (and smaller than one, and empty): the last block is partial
+    # N not a multiple of the block (and smaller than one, and empty): the last block is partial.
+    # The blocking is what is tested, so a function the kernel computes with libm calls (no
+    # vector-math helpers to inline) keeps the three compiles short.
     pytest.importorskip("numba")
-    p = get("BlackScholes")
-    traced = p.trace()
-    rng = np.random.default_rng(2)
-    X = p.sample(0)[None, :] * rng.normal(1.0, 0.01, (n_points, 5))
+    traced, X = _traced_and_points("shared", max(n_points, 1))
+    X = X[:n_points]
+    m, n = len(traced.graph.outputs), len(traced.graph.inputs)
     ref = jacacc.compile(traced, backend="numpy", method="reverse")
     for block in (None, 8, 64):
         k = jacacc.compile(traced, backend="numba", method="reverse", backend_options={"block": block})
         assert f"blocks of {block}" in k.source or block is None
+        assert "def _exp" not in k.source
         V, J = k.values_and_jacobians(X)
-        assert V.shape == (n_points, 1) and J.shape == (n_points, 1, 5) and J.flags.c_contiguous
+        assert V.shape == (n_points, m) and J.shape == (n_points, m, n) and J.flags.c_contiguous
         if n_points:
             Vr, Jr = ref.values_and_jacobians(X)
             np.testing.assert_allclose(V, Vr, rtol=1e-13, atol=1e-13)
@@ -260,14 +263,16 @@ def test_numba_blocks_any_number_of_points(n_points):
 
 
 def test_numba_vector_math_helpers_match_numpy_and_scipy():
-    # the generated exp / log / erf / tanh against NumPy and SciPy: a few ulp, and the special values
+    # the generated exp / log / erf / tanh (the kernel layer's, which the numba backend prints)
+    # against NumPy and SciPy: a few ulp, and the special values
     pytest.importorskip("numba")
     from scipy.special import erf
 
-    from jacacc.codegen.numba_ import _vector_math_source
+    from jacacc.kernels import VECTOR_MATH, vector_math_source
 
+    assert VECTOR_MATH == {"exp", "log", "erf", "tanh"}
     src = "import math\nimport numpy as np\nfrom numba import njit\n"
-    src += "\n".join(_vector_math_source({"exp", "log", "erf", "tanh"}, "False"))
+    src += "\n".join(vector_math_source(VECTOR_MATH, False))
     src += (
         "\n\n@njit\ndef run(x, out):\n    for i in range(x.size):\n"
         "        out[0, i] = _exp(x[i])\n        out[1, i] = _log(x[i])\n        out[2, i] = _erf(x[i])\n"
@@ -448,3 +453,30 @@ def test_cli_compile_prints_and_writes_source(tmp_path, capsys):
     assert main(["compile", "nope", "--backend", "numpy"]) == 2
     assert main(["compile", "BlackScholes", "--backend", "fortran"]) == 2
     assert "valid backends" in capsys.readouterr().err
+
+
+def test_backends_print_the_kernel_layer_s_spellings_helpers_and_preambles():
+    """The scalar schedules' printers take the function spellings, the vectorizable helpers (also
+    inside a template that calls one: logistic's exp) and the Numba / CUDA preambles from
+    jacacc.kernels, as the loop kernels do."""
+    from scipy.special import erf, expit
+
+    from jacacc import kernels
+    from jacacc.codegen import numba_
+
+    traced = jacacc.trace(lambda x: [expit(x[0]) * erf(x[1]) + np.tanh(x[0] * x[1])], 2)
+    prog = lower(traced.graph, jacacc.optimize(traced.graph).schedule)
+    numba_source = numba_.NumbaBackend().generate(prog, "float64")
+    assert "(1.0 / (1.0 + _exp(-(" in numba_source and "_erf(" in numba_source and "_tanh(" in numba_source
+    assert all(f"def _{name}(x):" in numba_source for name in ("exp", "erf", "tanh")) and "def _log" not in numba_source
+    libm = numba_.NumbaBackend(vector_math=False).generate(prog, "float64")
+    assert "np.exp(-(" in libm and "math.erf(" in libm and "def _exp" not in libm
+    assert numba_source.splitlines()[1:5] == kernels.numba_preamble("")[1:5]
+    cuda_source = CupyBackend().generate(prog, "float32")
+    assert "\n".join(kernels.cuda_preamble("float32")) in cuda_source and "jc_logistic(" in cuda_source
+    X = np.random.default_rng(3).uniform(-1.0, 1.0, (7, 2))
+    if importlib.util.find_spec("numba") is not None:
+        got = jacacc.compile(traced, backend="numba").values_and_jacobians(X)
+        want = jacacc.compile(traced, backend="numpy").values_and_jacobians(X)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-14)

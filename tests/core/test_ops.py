@@ -113,7 +113,7 @@ def test_derivative_matches_jax(name):
     for k in range(op.arity):
         if name == "where" and k == 0:
             continue
-        theirs = jax.vmap(jax.grad(lambda *a, k=k: f(*a).astype(float), argnums=k))(*args)
+        theirs = jax.jit(jax.vmap(jax.grad(lambda *a, k=k: f(*a).astype(float), argnums=k)))(*args)
         np.testing.assert_allclose(mine[k], theirs, rtol=1e-12, atol=1e-14, err_msg=f"{name}, operand {k}")
 
 
@@ -188,10 +188,11 @@ def test_tensor_level_first_and_second_derivatives_match_jax(name):
     def theirs(x):
         return jnp.sum(jnp.tanh(x) * f(*operands(x)).astype(float))
 
+    grad, hessian = jax.jit(jax.grad(theirs)), jax.jit(jax.hessian(theirs))  # one compile each, not one per op
     for mode in ("forward", "reverse", "cross_country"):
-        np.testing.assert_allclose(jt.grad(ours, mode=mode)(x), jax.grad(theirs)(x), rtol=1e-9, atol=1e-12,
+        np.testing.assert_allclose(jt.grad(ours, mode=mode)(x), grad(x), rtol=1e-9, atol=1e-12,
                                    err_msg=f"{name} {mode}")
-        np.testing.assert_allclose(jt.hessian(ours, mode=mode)(x), jax.hessian(theirs)(x), rtol=1e-9, atol=1e-11,
+        np.testing.assert_allclose(jt.hessian(ours, mode=mode)(x), hessian(x), rtol=1e-9, atol=1e-11,
                                    err_msg=f"{name} {mode}")
 
 
@@ -269,3 +270,49 @@ def test_compiled_kernels_carry_every_operation(backend):
         np.testing.assert_allclose(values[:, row], op.value(*args), rtol=1e-12, err_msg=name)
         for k, partial in enumerate(table_partials(name, args)):
             np.testing.assert_allclose(J[:, row, k], partial, rtol=1e-11, atol=1e-13, err_msg=f"{name} {k}")
+
+
+def test_templates_call_other_operations_by_their_spelling():
+    """A Numba template may call another operation as ``{name}``: every generator resolves it to its
+    own spelling of that operation (the kernel layer's helpers where it prints them)."""
+    from jacacc import kernels
+
+    assert ops.spelling("logistic", "numba") == "(1.0 / (1.0 + np.exp(-({0}))))"
+    assert ops.spellings("numba")["logistic"] == ops.spelling("logistic", "numba")
+    assert kernels.spelling("logistic", "numba", vector_math=True) == "(1.0 / (1.0 + _exp(-({0}))))"
+    assert kernels.call_text(kernels.spelling("relu", "numba"), ["x"]) == "(x if x > 0.0 or x != x else 0.0)"
+    for name in ops.names():  # every reference names an operation of the table
+        for backend in ("numpy", "numba", "cuda", "torch"):
+            if getattr(ops.get(name), backend):
+                assert "{" not in ops.spelling(name, backend).replace("{0}", "").replace("{1}", "").replace(
+                    "{2}", ""), (name, backend)
+    with pytest.raises(ValueError, match="unknown backend"):
+        ops.spelling("exp", "fortran")
+
+
+def test_cost_flags_of_the_table():
+    """What the kernel layer reads of an operation's cost: the sets the code generators and the fusion
+    pass used to keep as lists of their own."""
+    from jacacc import kernels
+    from jacacc.elementwise.derive import POINTWISE_FUNCTIONS
+    from jacacc.tensor import fusion
+
+    flagged = {attr: {op.name for op in ops.iterate() if getattr(op, attr)}
+               for attr in ("costly", "vector_math", "slow_in_kernels")}
+    assert flagged["vector_math"] <= flagged["costly"] and flagged["slow_in_kernels"] <= flagged["costly"]
+    assert {op.name: op.vector_math for op in ops.iterate() if op.vector_math} == {
+        "exp": "small", "log": "small", "tanh": "small", "erf": "large"}
+    assert kernels.VECTOR_MATH == {"exp", "log", "tanh", "erf"}
+    assert kernels.SMALL_VECTOR_MATH == {"exp", "log", "tanh"}
+    # measured by experiments/fusion_threshold.py: left out of fused regions
+    assert fusion.SLOW_IN_KERNELS == kernels.slow_in_kernels() == {
+        "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "cosh", "erf", "erfc", "exp2",
+        "expm1", "log10", "log1p", "log2", "sinh", "tan"}
+    # tabulated per argument element by elementwise derivatives: costly and defined on all reals
+    assert POINTWISE_FUNCTIONS == {"exp", "exp2", "expm1", "tanh", "sin", "cos", "sinh", "cosh", "arctan",
+                                   "arcsinh", "erf", "erfc", "logistic"}
+    # recomputed per broadcast element inside a fused region rather than materialized: the cheap ones
+    from jacacc.elementwise.parse import FUNCTIONS
+
+    assert {name for name in FUNCTIONS if not ops.get(name).costly} == {
+        "abs", "sign", "square", "relu", "heaviside", "reciprocal"}

@@ -12,7 +12,6 @@ elementwise Python, Numba and CUDA kernels) against the reference evaluators.
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import subprocess
 
@@ -23,13 +22,13 @@ import jacacc.iverson as iv
 from jacacc import ops
 from jacacc.elementwise import define, parse
 from jacacc.elementwise.derive import POINTWISE_FUNCTIONS
-from jacacc.elementwise.kernels import cuda_source, numba_kernel
 from jacacc.elementwise.parse import FUNCTIONS as ELEMENTWISE_FUNCTIONS
 from jacacc.elementwise.parse import LEFT_OUT as ELEMENTWISE_LEFT_OUT
 from jacacc.elementwise.parse import SourceError
 from jacacc.iverson import syntax
 from jacacc.iverson.arrays import array_function
 from jacacc.iverson.derive import derivative_of_function
+from jacacc.kernels import cuda_source, host_kernel, numba_kernel
 
 UNARY = ops.names(arity=1)
 #: points inside each operation's domain, away from its kinks (default: DEFAULT_POINTS)
@@ -213,29 +212,6 @@ def test_elementwise_numba_kernels_spell_every_function():
     np.testing.assert_allclose(out, f(x=X), rtol=1e-13)
 
 
-# The CUDA kernel body is plain C++ over CUDA's math overloads: run it thread by thread on the host.
-_HOST_SHIM = """
-#include <cmath>
-using namespace std;
-#define __device__
-#define __forceinline__ inline
-#define __global__
-#define __restrict__ __restrict
-struct jc_dim { long long x; };
-static jc_dim blockIdx, blockDim, threadIdx;
-#include "kernel.cu"
-extern "C" void run_threads(double* out, const double* x, long long n, long long m) {
-    blockDim.x = 32;
-    for (long long b = 0; b * blockDim.x < n; ++b)
-        for (long long t = 0; t < blockDim.x; ++t) {
-            blockIdx.x = b;
-            threadIdx.x = t;
-            jacacc_elementwise(out, x, n, m);
-        }
-}
-"""
-
-
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("nvcc") is None, reason="no C++ compiler")
 def test_elementwise_cuda_kernels_spell_every_function(tmp_path):
     f = define(_elementwise_source(), {"i": 3}, backend="python")
@@ -245,11 +221,6 @@ def test_elementwise_cuda_kernels_spell_every_function(tmp_path):
         subprocess.run(["nvcc", "--ptx", "-o", str(tmp_path / "kernel.ptx"), str(tmp_path / "kernel.cu")], check=True)
     if shutil.which("g++") is None:
         return
-    (tmp_path / "shim.cpp").write_text(_HOST_SHIM)
-    subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", "kernel.so", "shim.cpp"], check=True, cwd=tmp_path)
     out = np.full(3, np.nan)
-    pointer = ctypes.POINTER(ctypes.c_double)
-    run = ctypes.CDLL(str(tmp_path / "kernel.so")).run_threads
-    run.argtypes = [pointer, pointer, ctypes.c_longlong, ctypes.c_longlong]
-    run(out.ctypes.data_as(pointer), X.ctypes.data_as(pointer), 3, X.size)
+    host_kernel(source, 1, 2, tmp_path)(out, X)  # run thread by thread on the host (g++)
     np.testing.assert_allclose(out, f(x=X), rtol=1e-13)

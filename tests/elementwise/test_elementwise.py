@@ -260,37 +260,15 @@ def test_cuda_sources_compile_with_nvcc(tmp_path):
             subprocess.run(["nvcc", "--ptx", "-o", str(path.with_suffix(".ptx")), str(path)], check=True)
 
 
-# The CUDA kernel body is plain C++ over CUDA's math overloads: run it thread by thread on the host.
-_HOST_SHIM = """
-#include <cmath>
-using namespace std;
-#define __device__
-#define __forceinline__ inline
-#define __global__
-#define __restrict__ __restrict
-struct jc_dim { long long x; };
-static jc_dim blockIdx, blockDim, threadIdx;
-#include "kernel.cu"
-extern "C" void run_threads(double** p, long long* n, long long total) {
-    blockDim.x = 32;  // a partial last block: threads past the end must return without writing
-    for (long long b = 0; b * blockDim.x < total; ++b)
-        for (long long t = 0; t < blockDim.x; ++t) {
-            blockIdx.x = b;
-            threadIdx.x = t;
-            jacacc_elementwise(%s);
-        }
-}
-"""
-
-
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
 def test_cuda_kernels_run_on_the_host_match_the_reference(tmp_path):
-    import ctypes
-
+    """The CUDA kernel body is plain C++ over CUDA's math overloads: run thread by thread on the
+    host (:func:`jacacc.kernels.host_kernel`, g++ behind a launch shim) against the reference."""
     from jacacc.elementwise import ElementwiseFunction
+    from jacacc.kernels import host_kernel
 
     rng = np.random.default_rng(8)
-    for n, (f, shapes, k) in enumerate(_cuda_sources()):
+    for f, shapes, k in _cuda_sources():
         inputs = {**_arrays(shapes, rng), "df": rng.standard_normal(f.shape)}
         tape_shapes = {name: f.tape_shape(name, f.shapes_of(inputs)) for name in f.tape()}
         for name, definition in f.tape().items():
@@ -302,21 +280,10 @@ def test_cuda_kernels_run_on_the_host_match_the_reference(tmp_path):
             out_shape = tape_shapes.get(name, f.shape) if argument is None else shapes[argument]
             g = ElementwiseFunction(definition, dict(zip(definition.indices, out_shape, strict=True)), "python",
                                     shape_of=argument)
-            arguments = g.arguments
-            extents = [*out_shape, *(s for a in arguments for s in np.shape(inputs[a]))]
-            call = ", ".join([*(f"p[{m}]" for m in range(len(arguments) + 1)),
-                              *(f"n[{m}]" for m in range(len(extents)))])
-            work = tmp_path / f"{n}_{name}"
-            work.mkdir()
-            (work / "kernel.cu").write_text(src)
-            (work / "shim.cpp").write_text(_HOST_SHIM % call)
-            subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", "kernel.so", "shim.cpp"], check=True, cwd=work)
+            arrays = [np.ascontiguousarray(inputs[a], dtype=np.float64) for a in g.arguments]
+            extents = len(out_shape) + sum(a.ndim for a in arrays)
             out = np.full(out_shape, np.nan)
-            buffers = [out, *(np.ascontiguousarray(inputs[a]) for a in arguments)]
-            pointers = (ctypes.POINTER(ctypes.c_double) * len(buffers))(
-                *(b.ctypes.data_as(ctypes.POINTER(ctypes.c_double)) for b in buffers))
-            dims = (ctypes.c_longlong * len(extents))(*extents)
-            ctypes.CDLL(str(work / "kernel.so")).run_threads(pointers, dims, ctypes.c_longlong(out.size))
+            host_kernel(src, len(arrays), extents, tmp_path)(out, *arrays)
             assert np.allclose(out, g(**inputs), rtol=1e-13, atol=1e-15), (f.definition.source, name)
 
 
@@ -368,7 +335,7 @@ def test_numba_reduction_layout_for_few_long_sums():
     reduction (partial sums per chunk, added at the end): the same values as the element-parallel
     layout, also where the sum's range depends on the element and for several chunks."""
     from jacacc.elementwise import ElementwiseFunction
-    from jacacc.elementwise.kernels import numba_kernel, python_source
+    from jacacc.kernels import numba_kernel, python_source
 
     f = define("f[i] = sum(k, 0, 2, w[k] * x[i + k])", {"i": 500}, backend="python")
     rng = np.random.default_rng(10)
@@ -463,7 +430,7 @@ def test_pointwise_values_of_costly_calls(source, sizes, stored):
 def test_interior_split_kernels_equal_the_unsplit_loops(source, sizes, shapes, monkeypatch):
     """Cutting the last index into border, interior (fixed sum ranges), border changes no value,
     serially or in parallel blocks."""
-    from jacacc.elementwise import kernels
+    from jacacc.kernels import loops as kernels
 
     f = define(source, sizes, backend="python")
     split_at = kernels.interior_split(f.definition)
@@ -488,7 +455,7 @@ def test_interior_split_kernels_equal_the_unsplit_loops(source, sizes, shapes, m
 def test_sums_and_calls_that_skip_the_last_index_are_computed_once_per_outer_element():
     """Loop-invariant code motion over the output loops: tanh(Σ_k A[i, k]·x[k]) is computed once per
     i, not once per (i, j); the values are those of the reference evaluation."""
-    from jacacc.elementwise import kernels
+    from jacacc.kernels import loops as kernels
 
     f = define("f[i, j] = tanh(sum(k, 0, 3, A[i, k] * x[k])) * y[j] + sum(k, 0, 1, x[k]) * y[j]",
                {"i": 5, "j": 6}, backend="python")
@@ -511,7 +478,8 @@ def test_sums_and_calls_that_skip_the_last_index_are_computed_once_per_outer_ele
      {"x": (9,), "g": (6, 9)}, "* _k2)), np.uint64((_k6))]"),  # the inner loop (_k6) moves g's last axis
 ])
 def test_loop_orders_for_contiguous_reads_keep_the_values(source, sizes, shapes, layout, monkeypatch):
-    from jacacc.elementwise import kernels
+    from jacacc.kernels import emit
+    from jacacc.kernels import loops as kernels
 
     f = define(source, sizes, backend="python")
     rng = np.random.default_rng(6)
@@ -524,7 +492,7 @@ def test_loop_orders_for_contiguous_reads_keep_the_values(source, sizes, shapes,
     kernels.numba_kernel(f.definition, f.arguments)(compiled, *args)
     monkeypatch.setattr(kernels, "_sum_outside_last_index", lambda definition: False)
     monkeypatch.setattr(kernels, "interior_split", lambda definition: None)
-    monkeypatch.setattr(kernels, "_innermost_contiguous", lambda node: node)
+    monkeypatch.setattr(emit, "innermost_contiguous", lambda node: node)
     plain = np.empty(f.shape)
     kernels.python_kernel(f.definition, f.arguments)(plain, *args)
     assert np.allclose(got, plain, rtol=1e-13, atol=1e-14) and np.allclose(compiled, plain, rtol=1e-12, atol=1e-13)

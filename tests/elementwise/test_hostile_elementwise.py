@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jacacc.elementwise as ew
-from jacacc.elementwise import kernels
+from jacacc import kernels
 from jacacc.elementwise.parse import SourceError, parse, unparse, walk
 from jacacc.errors import DTypeError, JacaccError, SizeLimitError
 

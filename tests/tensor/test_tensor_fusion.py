@@ -1,24 +1,32 @@
-"""Fusion in the tensor evaluator (issue 26, item 2): regions of elementwise nodes as Numba kernels.
+"""Fusion in the tensor evaluator (issue 26, items 1–2): regions of elementwise nodes as loop kernels.
 
 Every test fuses every region whatever its size (``FUSION_MIN_SIZE`` set to 0)
 and writes kernels into a temporary cache directory.  Fused programs agree with
 the interpreter (which evaluates a region node by node) and with the unfused
-program at rtol 1e-12 — not bitwise: a kernel adds in another order.
+program at rtol 1e-12 — not bitwise: a kernel adds in another order — for the
+objectives below and for drawn expressions (hypothesis).  Each region's CUDA
+source (the kernel layer's CUDA emitter, :mod:`jacacc.kernels.cuda`) is
+compile-checked with ``nvcc --ptx`` where nvcc exists and run thread by thread
+as host C++ where g++ exists; ``tests/tensor/test_tensor_gpu.py`` runs it on a GPU.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jacacc.tensor as jt
 from jacacc.tensor import fusion
@@ -264,7 +272,7 @@ def test_kernels_are_cached_on_disk_for_another_process(tmp_path: Path, monkeypa
 
 
 def test_an_unwritable_cache_directory_keeps_kernels_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jacacc.elementwise import kernels
+    from jacacc import kernels
 
     monkeypatch.setenv("JACACC_CACHE_DIR", "")
     assert kernels.kernel_cache_dir() is None
@@ -324,3 +332,140 @@ def test_a_region_reading_an_input_transposed_stays_numpy() -> None:
     assert fusion.find_regions([unary("exp", add(a, einsum("ji->ij", b)))], min_size=0) == []
     [region] = fusion.find_regions([unary("exp", add(a, c))], min_size=0)
     assert not region.transposed and {x.param for x in region.inputs} == {"a transposed", "c in order"}
+
+
+# ----------------------------------------------------------------------------- drawn expressions
+#: functions whose values stay bounded (|y| ≤ 1 or a square root of 1 + x²), so that sums added in
+#: another order agree at rtol 1e-12 whatever hypothesis draws
+_BOUNDED = ("tanh", "sin", "cos", "logistic")
+_DRAWN_SHAPES = {"A": (3, 4), "B": (3, 4), "v": (4,), "u": (3,)}
+
+
+@st.composite
+def _drawn_programs(draw: st.DrawFn) -> tuple[list[Tensor], list[Tensor]]:
+    """A DAG of elementwise steps over two matrices (functions, sums, products with broadcast rows
+    and columns, shifts, powers), maybe summed at the end, with maybe an intermediate as a second
+    output (a region root that is also read)."""
+    A, B, v, u = (var(name, shape) for name, shape in _DRAWN_SHAPES.items())
+    values = [A, B]
+    for _ in range(draw(st.integers(1, 6))):
+        a = draw(st.sampled_from(values))
+        kind = draw(st.sampled_from(["function", "root", "add", "row", "column", "product", "shift", "power"]))
+        if kind == "function":
+            new = unary(draw(st.sampled_from(_BOUNDED)), a)
+        elif kind == "root":  # sqrt(1 + a²): a costly function of an unbounded operand, bounded again
+            new = unary("sqrt", unary("shift", unary("pow", a, 2.0), 1.0))
+        elif kind == "add":
+            new = add(a, draw(st.sampled_from(values)))
+        elif kind == "row":
+            new = einsum("ij,j->ij", a, v)
+        elif kind == "column":
+            new = einsum("ij,i->ij", a, u)
+        elif kind == "product":
+            new = einsum("ij,ij->ij", unary("tanh", a), draw(st.sampled_from(values)))
+        elif kind == "shift":
+            new = unary("shift", a, draw(st.sampled_from([-0.5, 1.0, 2.5])))
+        else:
+            new = unary("pow", unary("tanh", a), draw(st.sampled_from([2.0, 3.0])))
+        values.append(new)
+    y = values[-1]
+    reduction = draw(st.sampled_from(["", "ij->i", "ij->j", "ij->", "ij,j->i", "ij,i->j"]))
+    if reduction:
+        y = einsum(reduction, y, *({"j": [v], "i": [u]}.get(reduction[3], []) if "," in reduction else []))
+    outputs = [y]
+    if draw(st.booleans()) and len(values) > 3:
+        outputs.append(values[len(values) // 2 + 1])
+    return outputs, [A, B, v, u]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=_drawn_programs(), seed=st.integers(0, 2**16))
+def test_drawn_fused_programs_agree_with_the_unfused(drawn: tuple[list[Tensor], list[Tensor]], seed: int) -> None:
+    outputs, inputs = drawn
+    rng = np.random.default_rng(seed)
+    arrays = [rng.uniform(-1.5, 1.5, _DRAWN_SHAPES[x.param]) for x in inputs]
+    fused = Program(outputs, inputs)
+    unfused = Program(outputs, inputs, fuse_kernels=False)
+    for got, want, reference in zip(fused(*arrays), unfused(*arrays), fused.interpret(np, arrays), strict=True):
+        _close(got, want)
+        _close(got, reference)
+
+
+# ----------------------------------------------------------------------------- CUDA for fused regions
+def _gpu_objectives() -> dict[str, tuple[Callable, tuple]]:
+    """The programs whose fused regions get CUDA checks: gradients and Hessians of these."""
+    names = ("logistic + L2", "tanh MLP", "softmax keepdims", "Gaussian NLL (mu)", "Gaussian NLL (logvar)")
+    return {name: OBJECTIVES[name] for name in names}
+
+
+def _cuda_kernels() -> list[tuple[str, Any]]:
+    """(label, FusedKernel) of every fused region of the gradients and Hessians of
+    :func:`_gpu_objectives` (one per CUDA source), and of one float32 program."""
+    found: dict[str, tuple[str, Any]] = {}
+    for name, (f, args) in _gpu_objectives().items():
+        for quantity, transform in (("gradient", jt.grad(f)), ("hessian", jt.hessian(f))):
+            transform(*args)
+            (program,) = transform.plans.values()
+            for kernel in _fused(program):
+                found.setdefault(kernel.cuda_source, (f"{name} {quantity}: {kernel.definition.source}", kernel))
+    f, args = OBJECTIVES["Gaussian NLL (mu)"]
+    g = jt.grad(f)
+    g(*(np.asarray(a, dtype=np.float32) for a in args))
+    (program,) = g.plans.values()
+    for kernel in _fused(program):
+        found.setdefault(kernel.cuda_source, (f"float32 Gaussian NLL: {kernel.definition.source}", kernel))
+    return list(found.values())
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_fused_regions_cuda_sources_compile_with_nvcc(tmp_path: Path) -> None:
+    kernels = _cuda_kernels()
+    assert len(kernels) >= 8 and any(k.dtype == np.float32 for _, k in kernels)
+
+    def nvcc(n: int, source: str) -> subprocess.CompletedProcess:
+        path = tmp_path / f"region{n}.cu"
+        path.write_text(source)
+        return subprocess.run(["nvcc", "--ptx", "-o", str(path.with_suffix(".ptx")), str(path)],
+                              capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # nvcc takes a core (and 300 MB) each
+        done = list(pool.map(nvcc, range(len(kernels)), [k.cuda_source for _, k in kernels]))
+    for (label, _), result in zip(kernels, done, strict=True):
+        assert result.returncode == 0, f"{label}\n{result.stderr}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_fused_regions_cuda_kernels_run_on_the_host_match_the_reference(tmp_path: Path) -> None:
+    """Each region's CUDA kernel run thread by thread as host C++ (the CUDA body is plain C++ over
+    CUDA's math overloads) against the region evaluated node by node."""
+    from jacacc.kernels import host_kernel
+
+    rng = np.random.default_rng(11)
+    for label, kernel in _cuda_kernels():
+        inputs = [rng.uniform(0.5, 1.5, x.shape).astype(kernel.dtype) for x in kernel.region.inputs]
+        want = np.reshape(kernel.reference(np, inputs), kernel.kernel_shape)
+        run = host_kernel(kernel.cuda_source, len(inputs), len(kernel.kernel_shape) + sum(kernel.ranks.values()),
+                          tmp_path)
+        out = np.full(kernel.kernel_shape, np.nan, dtype=kernel.dtype)
+        run(out, *(np.ascontiguousarray(a).reshape(1) if scalar else np.ascontiguousarray(a)
+                   for a, scalar in zip(inputs, kernel.scalar_inputs, strict=True)))
+        _close(out, want, rtol=1e-12 if kernel.dtype == np.float64 else 1e-5)
+        assert out.dtype == kernel.dtype, label
+
+
+def test_fused_regions_run_node_by_node_where_a_cuda_kernel_would_not_pay() -> None:
+    """A long sum per thread on few threads loses to CuPy's parallel reductions: such a region is
+    evaluated node by node on the GPU; an elementwise region, or short sums, run as one kernel."""
+    x = var("x", (100_000,))
+    [total] = fusion.find_regions([einsum("i->", unary("tanh", unary("shift", x, 1.0)))], min_size=0)
+    [pointwise] = fusion.find_regions([unary("tanh", unary("shift", x, 1.0))], min_size=0)
+    y, _, _ = _centered_squares()
+    [columns] = fusion.find_regions([y], min_size=0)
+    assert not fusion.FusedKernel(total, np.float64).cuda_worthwhile
+    assert fusion.FusedKernel(pointwise, np.float64).cuda_worthwhile
+    assert fusion.FusedKernel(columns, np.float64).cuda_worthwhile  # 5 terms per thread
+    # on NumPy arrays the interpreter's step is the reference, never a device kernel
+    kernel = fusion.FusedKernel(pointwise, np.float64)
+    values = np.linspace(-1.0, 1.0, 100_000)
+    _close(kernel.evaluate(np, [values]), np.tanh(values + 1.0))
+    assert kernel._cuda_kernel is None

@@ -1,17 +1,17 @@
-"""One-thread-per-element kernels for elementwise definitions (paper 000 §5: lock-free derivatives).
+"""Python and Numba loop kernels: the kernel layer's Numba emitter (and its Python reference).
 
-A definition and each of its gather-form derivatives compiles to a kernel in
-which one thread computes one output element: sums become loops whose bounds
-are the ``max``/``min`` of the limits (rounded up or down), brackets become
-``if`` blocks around the reads they guard (a read under a false bracket is
-never made), and quotients are floor divisions.  No element is written by two
-threads, so there are no atomics and no scatter.
-
-Backends (a registry): ``"python"`` (the source run by the interpreter — the
-reference, slow), ``"numba"`` (the same source, ``@njit(parallel=True)`` with a
-``prange`` over the outermost index) and ``"cuda"`` (CUDA C++ source for
-``cupy.RawKernel``; :func:`cuda_source` needs no CuPy, so it can be
-compile-checked with ``nvcc --ptx`` or run thread by thread as host C++).
+A :class:`~jacacc.elementwise.parse.Definition` — an elementwise function, one
+of its gather-form derivatives (paper 000 §5: lock-free derivatives), or a
+fused region of the tensor evaluator — compiles to a kernel that fills its
+output element by element: each element is computed on its own, so no element
+is written twice and there are no atomics and no scatter.  The body is printed
+by :class:`~jacacc.kernels.emit.Emitter`; this module chooses the loops around
+it (:func:`python_source`: hoisted invariants, an interior split of the last
+index, a final sum's loop outside the last index, chunked reductions) and
+compiles the source: :func:`python_kernel` (the interpreter: the reference,
+slow) and :func:`numba_kernel` (``@njit(parallel=True)`` with a ``prange``
+over the outermost index, the :mod:`~jacacc.kernels.functions` helpers for
+``exp``/``log``/``tanh``, cached in memory and on disk).
 
 Examples
 --------
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -35,262 +34,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from jacacc import ops
-from jacacc.codegen.base import register_source
-from jacacc.elementwise.derive import free_indices
 from jacacc.elementwise.parse import (
-    FUNCTIONS,
     Affine,
     Binary,
     Call,
-    Condition,
     Definition,
     Guard,
     Limit,
     Node,
-    Number,
-    Power,
     Quotient,
-    Read,
     Summation,
     Unary,
     chain,
-    children,
+    free_indices,
     rebuild,
     walk,
 )
+from jacacc.kernels.emit import Calls, Emitter, contiguity, fold
+from jacacc.kernels.functions import SMALL_VECTOR_MATH, fastmath_text, modules, numba_preamble
 
-__all__ = ["CUDA_KERNEL_NAME", "cuda_source", "kernel_cache_dir", "numba_kernel", "python_kernel", "python_source"]
-
-CUDA_KERNEL_NAME = "jacacc_elementwise"
-#: the deepest a generated expression nests before a subexpression gets a name of its own
-#: (Python's parser stops at 200 parentheses; nvcc reads a named value just as fast)
-MAX_NESTING = 40
-
-#: the language's functions in Python/Numba source and in CUDA C++: the operation table's spellings
-#: (:mod:`jacacc.ops`), a function or a template with ``{0}``; the C helpers are ``ops.CUDA_HELPERS``
-_PY_FUNCTIONS = {name: ops.get(name).numba for name in FUNCTIONS}
-_C_FUNCTIONS = {name: ops.get(name).cuda for name in FUNCTIONS}
-#: the modules the Python spellings call (``np.exp``, ``math.erf``)
-_PY_MODULES = {"np": np, "math": math}
+__all__ = ["BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
+           "InteriorSplit", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+           "python_kernel", "python_source"]
 
 
-class _Emitter:
-    """Statements and expressions of one kernel body in Python (``lang="py"``) or C (``"c"``)."""
-
-    def __init__(self, lang: str, arrays: dict[str, str], shapes: dict[str, list[str]] | None = None) -> None:
-        self.lang = lang
-        self.arrays = arrays  # argument → code name
-        self.shapes = shapes or {}  # argument → code names of its extents (C: row-major offsets)
-        self.lines: list[str] = []
-        self.indent = 2
-        self.serial = 0
-        self.known: dict[Node, str] = {}  # subtrees already computed into a variable
-        self.depths: dict[str, int] = {}  # expression → how deep it nests (named beyond MAX_NESTING)
-        # Numba: read with unsigned indices — every read was checked to stay in range and one
-        # under a false bracket is never made, so the wraparound test for negative indices
-        # (which keeps LLVM from vectorizing the sums) is dead weight
-        self.unsigned_reads = False
-
-    def fresh(self, base: str) -> str:
-        self.serial += 1
-        return f"_{base}{self.serial}"
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.indent + text)
-
-    # ---------------------------------------------------------------- integers
-    def index(self, a: Affine, env: dict[str, str]) -> str:
-        parts = [str(a.const)] if a.const else []
-        for v, c in a.coeffs:
-            term = self.quotient(v, env) if isinstance(v, Quotient) else env[v]
-            parts.append(term if c == 1 else f"({c}) * {term}")
-        return "(" + " + ".join(parts) + ")" if parts else "0"
-
-    def quotient(self, q: Quotient, env: dict[str, str]) -> str:
-        n = self.index(q.numerator, env)
-        return f"({n} // {q.divisor})" if self.lang == "py" else f"jc_floordiv({n}, {q.divisor})"
-
-    def limit(self, lim: Limit, env: dict[str, str], lower: bool) -> str:
-        n = self.index(lim.numerator, env)
-        if lim.divisor == 1:
-            return n
-        if self.lang == "py":
-            return f"(-((-{n}) // {lim.divisor}))" if lower else f"({n} // {lim.divisor})"
-        return f"(-jc_floordiv(-{n}, {lim.divisor}))" if lower else f"jc_floordiv({n}, {lim.divisor})"
-
-    def condition(self, c: Condition, env: dict[str, str]) -> str:
-        n = self.index(c.form, env)
-        if c.relation == "%":
-            return f"({n} % {c.modulus} == 0)"
-        return f"({n} {c.relation} 0)"
-
-    # ---------------------------------------------------------------- values
-    def value(self, node: Node, env: dict[str, str]) -> str:
-        """The expression of ``node``'s value; the statements it needs first (sums' loops, brackets'
-        blocks, named subexpressions) are appended to :attr:`lines` at the current indent."""
-        if node in self.known:
-            return self.known[node]
-        if not isinstance(node, (Unary, Binary, Power, Call)):
-            return self._leaf(node, env)
-        operands = [self.value(sub, env) for sub in children(node)]
-        text = self._operation(node, operands)
-        depth = 1 + max(self._depth(t) for t in operands)
-        if depth > MAX_NESTING:
-            # Python's parser refuses 200 nested parentheses, and a long sum or a call of a call …
-            # nests one level per operation: name the subexpression (_w1 = …) and go on with the name
-            name = self.fresh("w")
-            self.line(f"{name} = {text}" if self.lang == "py" else f"real {name} = {text};")
-            return name
-        self.depths[text] = depth
-        return text
-
-    def _depth(self, text: str) -> int:
-        """How deep ``text`` (an operand just computed) nests parentheses and brackets."""
-        if text in self.depths:
-            return self.depths[text]
-        deepest = level = 0
-        for ch in text:  # a leaf: a number, a read or a name, a few characters
-            level += 1 if ch in "([" else -1 if ch in ")]" else 0
-            deepest = max(deepest, level)
-        return deepest
-
-    def _operation(self, node: Node, operands: list[str]) -> str:
-        """An operation on its operands' expressions."""
-        if isinstance(node, Unary):
-            return f"(-{operands[0]})"
-        if isinstance(node, Binary):
-            return f"({operands[0]} {node.op} {operands[1]})"
-        if isinstance(node, Power):
-            base = operands[0]
-            p = node.exponent
-            if self.lang == "py":
-                return f"({base} ** {int(p) if float(p).is_integer() else repr(p)})"
-            if p in (2.0, 3.0):  # squares and cubes as products, the common case of a constant exponent
-                return f"jc_pow{int(p)}({base})"
-            return f"pow({base}, (real){p!r})"
-        assert isinstance(node, Call)
-        spelling = (_PY_FUNCTIONS if self.lang == "py" else _C_FUNCTIONS)[node.function]
-        if "{" not in spelling:
-            return f"{spelling}({operands[0]})"
-        operand = operands[0]
-        if spelling.count("{0}") > 1 and not operand.isidentifier():
-            # a template that reads its operand more than once (relu's NaN test): compute it once
-            operand = self.fresh("w")
-            self.line(f"{operand} = {operands[0]}" if self.lang == "py" else f"real {operand} = {operands[0]};")
-        return f"({spelling.format(operand)})"
-
-    def _leaf(self, node: Node, env: dict[str, str]) -> str:
-        """A number, a read, or a sum or bracket computed by statements into a variable."""
-        if isinstance(node, Number):
-            return repr(float(node.value)) if self.lang == "py" else f"((real){float(node.value)!r})"
-        if isinstance(node, Read):
-            idx = [self.index(a, env) for a in node.indices]
-            name = self.arrays[node.argument]
-            if self.lang == "py":
-                if self.unsigned_reads:  # in range (checked exactly): no negative-index wraparound
-                    idx = [f"np.uint64({i})" for i in idx]
-                return f"{name}[{', '.join(idx)}]"
-            flat = idx[0]
-            for extent, i in zip(self.shapes[node.argument][1:], idx[1:], strict=True):
-                flat = f"({flat}) * {extent} + {i}"
-            return f"{name}[{flat}]"
-        if isinstance(node, Summation):
-            return self.summation(node, env)
-        if isinstance(node, Guard):
-            return self.guard(node, env)
-        raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
-
-    def summation(self, node: Summation, env: dict[str, str]) -> str:
-        if self.lang == "py":
-            node = _innermost_contiguous(node)
-        acc, k, lo, hi = self.fresh("s"), self.fresh("k"), self.fresh("lo"), self.fresh("hi")
-        lows = [self.limit(lim, env, True) for lim in node.lower]
-        highs = [self.limit(lim, env, False) for lim in node.upper]
-        inner = {**env, node.index: k}
-        if self.lang == "py":
-            self.line(f"{acc} = 0.0")
-            self.line(f"{lo} = {_fold('max', lows)}")
-            self.line(f"{hi} = {_fold('min', highs)}")
-            self.line(f"for {k} in range({lo}, {hi} + 1):")
-        else:
-            self.line(f"real {acc} = 0;")
-            self.line(f"long long {lo} = {_fold('max', lows, c=True)};")
-            self.line(f"long long {hi} = {_fold('min', highs, c=True)};")
-            self.line(f"for (long long {k} = {lo}; {k} <= {hi}; ++{k}) {{")
-        self.indent += 1
-        term = self.value(node.body, inner)
-        self.line(f"{acc} += {term}" + (";" if self.lang == "c" else ""))
-        self.indent -= 1
-        if self.lang == "c":
-            self.line("}")
-        return acc
-
-    def guard(self, node: Guard, env: dict[str, str]) -> str:
-        # divisibility first: the quotients of the other conditions are exact where it holds
-        conditions = sorted(node.conditions, key=lambda c: c.relation != "%")
-        out = self.fresh("g")
-        test = (" and " if self.lang == "py" else " && ").join(self.condition(c, env) for c in conditions)
-        if self.lang == "py":
-            self.line(f"{out} = 0.0")
-            self.line(f"if {test}:")
-        else:
-            self.line(f"real {out} = 0;")
-            self.line(f"if ({test}) {{")
-        self.indent += 1
-        value = self.value(node.body, env)
-        self.line(f"{out} = {value}" + (";" if self.lang == "c" else ""))
-        self.indent -= 1
-        if self.lang == "c":
-            self.line("}")
-        return out
-
-
-def _innermost_contiguous(node: Summation) -> Summation:
-    """``sum(j, …, sum(z, …, t))`` as ``sum(z, …, sum(j, …, t))`` when the inner range does not
-    depend on ``j`` (the two sums then commute) and ``t`` reads memory contiguously along ``j``
-    rather than ``z`` (row-major: ``j`` in the last axis), so that the innermost loop is the one
-    LLVM vectorizes — a reassociation, as the kernels' ``reassoc`` flag allows."""
-    inner = node.body
-    if not isinstance(inner, Summation) or any(
-            node.index in lim.numerator.names for lim in (*inner.lower, *inner.upper)):
-        return node
-    if _contiguity(inner.body, node.index) <= _contiguity(inner.body, inner.index):
-        return node
-    return Summation(inner.column, inner.index, inner.lower, inner.upper,
-                     Summation(node.column, node.index, node.lower, node.upper, inner.body))
-
-
-def _contiguity(node: Node, index: str) -> int:
-    """Reads under ``node`` that step by one element along ``index`` (it moves only their last axis,
-    with coefficient ±1) minus the reads it strides (it moves another axis)."""
-    score = 0
-    for read in (n for n in walk(node) if isinstance(n, Read)):
-        moved = [dict(a.coeffs).get(index, 0) if index in a.names else 0 for a in read.indices]
-        if any(moved[:-1]):
-            score -= 1
-        elif abs(moved[-1]) == 1:
-            score += 1
-    return score
-
-
-def _fold(op: str, items: list[str], c: bool = False) -> str:
-    if len(items) == 1:
-        return items[0]
-    if not c:
-        return f"{op}({', '.join(items)})"
-    out = items[0]
-    for item in items[1:]:
-        out = f"jc_{op}({out}, {item})"
-    return out
-
-
-def _py_emitter(arrays: dict[str, str], indent: int, parallel: bool, known: dict[Node, str] | None = None) -> _Emitter:
+def _py_emitter(arrays: dict[str, str], indent: int, parallel: bool, known: dict[Node, str] | None = None,
+                calls: Calls | None = None) -> Emitter:
     """A Python emitter at ``indent`` (unsigned reads in parallel kernels), with subtrees already
-    computed into the variables of ``known``."""
-    em = _Emitter("py", arrays)
+    computed into the variables of ``known``, spelling functions by ``calls``."""
+    em = Emitter("py", arrays, calls=calls)
     em.indent = indent
     em.unsigned_reads = parallel
     em.known = dict(known or {})
@@ -299,9 +71,9 @@ def _py_emitter(arrays: dict[str, str], indent: int, parallel: bool, known: dict
 
 def _sum_range(node: Summation, env: dict[str, str], arrays: dict[str, str]) -> tuple[str, str]:
     """The first and last value of a sum's index, as Python expressions."""
-    bounds = _Emitter("py", arrays)
-    return (_fold("max", [bounds.limit(lim, env, True) for lim in node.lower]),
-            _fold("min", [bounds.limit(lim, env, False) for lim in node.upper]))
+    bounds = Emitter("py", arrays)
+    return (fold("max", [bounds.limit(lim, env, True) for lim in node.lower]),
+            fold("min", [bounds.limit(lim, env, False) for lim in node.upper]))
 
 
 def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -311,7 +83,7 @@ def _code_names(definition: Definition, arguments: list[str]) -> tuple[dict[str,
 
 
 def python_source(definition: Definition, arguments: list[str], parallel: bool = False,
-                  reduction: bool = False, interchange: bool | None = None) -> str:
+                  reduction: bool = False, interchange: bool | None = None, calls: Calls | None = None) -> str:
     """A Python function ``kernel(out, *arrays)`` filling ``out`` (the function's shape) element by
     element; ``parallel`` runs the outermost index with Numba's ``prange`` (the inner ones as plain
     loops, which Numba can vectorize — each element is still computed on its own).  With
@@ -325,21 +97,25 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     (True, wherever the sum's bounds do not depend on that index: :func:`_interchanged_source`,
     for rank 1 too), inside it (False), or as the reads' contiguity suggests (None,
     :func:`_sum_outside_last_index`).  A caller that knows which operand is large — the tensor
-    evaluator's fused reductions (:mod:`jacacc.tensor.fusion`) — decides it by that operand."""
+    evaluator's fused reductions (:mod:`jacacc.tensor.fusion`) — decides it by that operand.
+
+    ``calls`` spells the functions (default: the table's Numba spellings, which the interpreter
+    runs too; :func:`numba_kernel` passes the vectorizable helpers) and records the calls made."""
+    calls = Calls.of(calls, "py")
     if reduction and isinstance(last_factor(definition.body), Summation):
-        return _chunked_source(definition, arguments, parallel)
+        return _chunked_source(definition, arguments, parallel, calls)
     split = interior_split(definition)
     if split is not None:
-        return _split_source(definition, arguments, parallel, split)
+        return _split_source(definition, arguments, parallel, split, calls)
     outside = _sum_outside_last_index(definition) if interchange is None else (
         interchange and bool(definition.indices) and _sum_outside(definition.body, definition.indices[-1],
-                                                                  contiguity=False))
+                                                                  by_contiguity=False))
     if outside:
-        return _interchanged_source(definition, arguments, parallel)
+        return _interchanged_source(definition, arguments, parallel, calls)
     arrays, env = _code_names(definition, arguments)
     lines = _signature(definition, arguments, arrays)
-    loops, known = _loops_with_invariants(definition, env, arrays, parallel, len(definition.indices))
-    em = _py_emitter(arrays, 1 + len(definition.indices), parallel, known)
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, len(definition.indices), calls)
+    em = _py_emitter(arrays, 1 + len(definition.indices), parallel, known, calls)
     value = em.value(definition.body, env)
     store = "    " * em.indent + f"_out[{', '.join(env[n] for n in definition.indices)}] = {value}"
     return "\n".join([*lines, *loops, *em.lines, store, ""])
@@ -347,24 +123,24 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
 
 def _sum_outside_last_index(definition: Definition) -> bool:
     """Whether the body is ``factors · sum(k, lo, hi, t)`` (rank ≥ 2) with ``lo, hi`` free of the
-    last index ``v`` and ``t`` contiguous along ``v`` rather than ``k`` (:func:`_contiguity`): then
+    last index ``v`` and ``t`` contiguous along ``v`` rather than ``k`` (:func:`~jacacc.kernels.emit.contiguity`): then
     the ``k`` loop goes outside the ``v`` loop (:func:`_interchanged_source`)."""
     return len(definition.indices) >= 2 and _sum_outside(definition.body, definition.indices[-1])
 
 
-def _sum_outside(body: Node, v: str, contiguity: bool = True) -> bool:
+def _sum_outside(body: Node, v: str, by_contiguity: bool = True) -> bool:
     """Whether ``body`` is ``factors · sum(k, lo, hi, t)`` with ``lo, hi`` free of ``v`` and (with
-    ``contiguity``) ``t`` reading more contiguously along ``v`` than along ``k``."""
+    ``by_contiguity``) ``t`` reading more contiguously along ``v`` than along ``k``."""
     sum_node = last_factor(body)
     if not isinstance(sum_node, Summation) or any(
             v in lim.numerator.names for lim in (*sum_node.lower, *sum_node.upper)):
         return False
     if v not in free_indices(sum_node):  # the same sum for every v: hoisted instead (_invariants)
         return False
-    return not contiguity or _contiguity(sum_node.body, v) > _contiguity(sum_node.body, sum_node.index)
+    return not by_contiguity or contiguity(sum_node.body, v) > contiguity(sum_node.body, sum_node.index)
 
 
-def _interchanged_source(definition: Definition, arguments: list[str], parallel: bool) -> str:
+def _interchanged_source(definition: Definition, arguments: list[str], parallel: bool, calls: Calls) -> str:
     """:func:`python_source` for :func:`_sum_outside_last_index`: per outer element, the row of
     sums over the last index ``v`` accumulates in ``_out`` with ``k`` outside ``v`` (each element
     still adds its terms in the order of ``k``: the same values), then the factors multiply it.
@@ -373,15 +149,16 @@ def _interchanged_source(definition: Definition, arguments: list[str], parallel:
     arrays, env = _code_names(definition, arguments)
     rank = len(definition.indices)
     lines = _signature(definition, arguments, arrays)
-    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1)
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1, calls)
     lines += loops
     lines += _interchanged_lines(definition, definition.body, env, arrays, known, parallel, rank,
-                                 ("0", f"_n{rank - 1}"))
+                                 ("0", f"_n{rank - 1}"), calls)
     return "\n".join([*lines, ""])
 
 
 def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str], arrays: dict[str, str],
-                        known: dict[Node, str], parallel: bool, indent: int, span: tuple[str, str]) -> list[str]:
+                        known: dict[Node, str], parallel: bool, indent: int, span: tuple[str, str],
+                        calls: Calls) -> list[str]:
     """The last index's loop over ``span`` (start, stop) for a ``body`` of :func:`_sum_outside`,
     at ``indent``: the sum's loop outside, the rows accumulated in ``_out``, then the factors."""
     sum_node = last_factor(body)
@@ -400,13 +177,13 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     # it, reassociation would move a division among them into it ((a / b) · x → (a · x) / b)
     invariant, variant = _split_product(sum_node.body, definition.indices[-1])
     if invariant is not None:
-        first = _py_emitter(arrays, indent + 1, parallel, known)
+        first = _py_emitter(arrays, indent + 1, parallel, known, calls)
         first.serial = 2000  # names apart from the other emitters'
         factor = first.value(invariant, inner)
         lines += [f"{pad}_fk = np.empty(max(_khi - _klo + 1, 0))", f"{pad}for {k} in range(_klo, _khi + 1):",
                   *first.lines, f"{pad}    _fk[{k} - _klo] = {factor}"]
     lines.append(f"{pad}for {k} in range(_klo, _khi + 1):")
-    term = _py_emitter(arrays, indent + 1, parallel, known)
+    term = _py_emitter(arrays, indent + 1, parallel, known, calls)
     if invariant is not None:
         term.line(f"_f = _fk[{k} - _klo]")
         term.known[invariant] = "_f"
@@ -417,7 +194,7 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     if body is sum_node:  # no factors
         return lines
     lines.append(f"{pad}for {v} in range({start}, {stop}):")
-    final = _py_emitter(arrays, indent + 1, parallel, {**known, sum_node: f"_out[{row}]"})
+    final = _py_emitter(arrays, indent + 1, parallel, {**known, sum_node: f"_out[{row}]"}, calls)
     value = final.value(body, env)
     return lines + final.lines + ["    " * (indent + 1) + f"_out[{row}] = {value}"]
 
@@ -467,7 +244,7 @@ def _invariants(definition: Definition) -> dict[Node, int]:
 
 
 def _loops_with_invariants(definition: Definition, env: dict[str, str], arrays: dict[str, str], parallel: bool,
-                           count: int) -> tuple[list[str], dict[Node, str]]:
+                           count: int, calls: Calls) -> tuple[list[str], dict[Node, str]]:
     """The first ``count`` output loops, each followed by the :func:`_invariants` of its level (those
     of no index before them, after a return for an empty output), and the variables holding them."""
     invariants = _invariants(definition)
@@ -477,7 +254,7 @@ def _loops_with_invariants(definition: Definition, env: dict[str, str], arrays: 
         empty = " or ".join(f"_n{k} == 0" for k in range(len(definition.indices)))
         lines += [f"    if {empty}:", "        return"]  # the invariants' reads are only checked on elements
     loops = _output_loops(definition, env, 1, "prange" if parallel else "range")
-    em = _py_emitter(arrays, 1, parallel)
+    em = _py_emitter(arrays, 1, parallel, calls=calls)
     em.serial = 1000  # names apart from the body's emitters
     for level in range(-1, count):
         if level >= 0:
@@ -573,7 +350,8 @@ def _anchor_affine(anchor: Limit, lower: bool) -> Affine:
     return Affine.of(Quotient(anchor.numerator, anchor.divisor))
 
 
-def _split_source(definition: Definition, arguments: list[str], parallel: bool, split: InteriorSplit) -> str:
+def _split_source(definition: Definition, arguments: list[str], parallel: bool, split: InteriorSplit,
+                  calls: Calls) -> str:
     """:func:`python_source` with the last index's loop cut into border, interior, border: the
     interior evaluates ``split.body`` (fixed sum ranges), the borders the definition's body.  A 1-D
     parallel kernel runs blocks of :data:`BLOCK` elements, each cut the same way."""
@@ -582,12 +360,12 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
     v, last = env[definition.indices[-1]], f"_n{rank - 1}"
     blocked = parallel and rank == 1
     lines = _signature(definition, arguments, arrays)
-    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1)
+    loops, known = _loops_with_invariants(definition, env, arrays, parallel, rank - 1, calls)
     lines += loops
     pad = "    " * rank
-    limits = _Emitter("py", arrays)
-    low = _fold("max", ["0", *(limits.limit(lim, env, True) for lim in split.lower)])
-    high = _fold("min", [f"{last} - 1", *(limits.limit(lim, env, False) for lim in split.upper)])
+    limits = Emitter("py", arrays)
+    low = fold("max", ["0", *(limits.limit(lim, env, True) for lim in split.lower)])
+    high = fold("min", [f"{last} - 1", *(limits.limit(lim, env, False) for lim in split.upper)])
     lines += [f"{pad}_vlo = {low}", f"{pad}_vhi = {high}"]
     if blocked:
         lines += [f"{pad}for _b in prange(({last} + {BLOCK - 1}) // {BLOCK}):",
@@ -602,10 +380,10 @@ def _split_source(definition: Definition, arguments: list[str], parallel: bool, 
         if body is split.body and _sum_outside(body, definition.indices[-1]):
             # the interior's sums no longer depend on v: their loops can go outside it
             lines += _interchanged_lines(definition, body, env, arrays, known, parallel, len(pad) // 4,
-                                         (start, stop))
+                                         (start, stop), calls)
             continue
         lines.append(f"{pad}for {v} in range({start}, {stop}):")
-        em = _py_emitter(arrays, len(pad) // 4 + 1, parallel, known)
+        em = _py_emitter(arrays, len(pad) // 4 + 1, parallel, known, calls)
         value = em.value(body, env)
         lines += em.lines + ["    " * em.indent + f"{store} = {value}"]
     return "\n".join([*lines, ""])
@@ -633,7 +411,7 @@ def _output_loops(definition: Definition, env: dict[str, str], indent: int, firs
     return lines
 
 
-def _chunked_source(definition: Definition, arguments: list[str], parallel: bool) -> str:
+def _chunked_source(definition: Definition, arguments: list[str], parallel: bool, calls: Calls) -> str:
     arrays, env = _code_names(definition, arguments)
     total = " * ".join(f"_n{k}" for k in range(len(definition.indices)))
     flat = env[definition.indices[0]]
@@ -660,7 +438,7 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
               "        _c0 = _kmin + _c * _len",
               "        _c1 = min(_c0 + _len - 1, _kmax)"]
     lines += _output_loops(definition, env, 2, "range")
-    em = _py_emitter(arrays, inner + 1, parallel)
+    em = _py_emitter(arrays, inner + 1, parallel, calls=calls)
     chunk_env = {**env, "_c0": "_c0", "_c1": "_c1"}
     piece = Summation(sum_node.column, sum_node.index, (*sum_node.lower, Limit(Affine.of("_c0"))),
                       (*sum_node.upper, Limit(Affine.of("_c1"))), sum_node.body)
@@ -668,7 +446,7 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
     lines += em.lines + ["    " * (inner + 1) + f"_part[_c, {flat}] = {partial}"]
     # the elements: the factors outside the sum times the added partial sums
     lines += _output_loops(definition, env, 1, "prange" if parallel else "range")
-    final = _py_emitter(arrays, inner, parallel, {sum_node: "_total"})
+    final = _py_emitter(arrays, inner, parallel, {sum_node: "_total"}, calls)
     lines += [f"{pad}_total = 0.0", f"{pad}for _c in range(_chunks):", f"{pad}    _total += _part[_c, {flat}]"]
     value = final.value(definition.body, env)
     lines += final.lines + [f"{pad}_out[{', '.join(env[n] for n in definition.indices)}] = {value}"]
@@ -676,6 +454,9 @@ def _chunked_source(definition: Definition, arguments: list[str], parallel: bool
 
 
 def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:
+    # imported on use: the kernel layer loads without the scalar core's code generators
+    from jacacc.codegen.base import register_source
+
     code = compile(source, register_source(source, tag), "exec")
     exec(code, namespace)  # noqa: S102 - our own generated source
     return namespace["kernel"]
@@ -683,7 +464,7 @@ def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:
 
 def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
     """The kernel run by the Python interpreter (the reference backend)."""
-    return _load(python_source(definition, arguments), "elementwise-py", dict(_PY_MODULES))
+    return _load(python_source(definition, arguments), "kernel-py", dict(modules("numba")))
 
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,
@@ -700,6 +481,7 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
 
     Examples
     --------
+    >>> import numpy as np
     >>> from jacacc.elementwise.parse import parse
     >>> k = numba_kernel(parse("f[i] = exp(x[i]) * 2"), ["x"], parallel=False, cache=True)
     >>> out = np.empty(3)
@@ -711,20 +493,48 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
     from jacacc.errors import require_extra
 
     numba = require_extra("numba", "numba")
-    source, used = _vector_math(python_source(definition, arguments, parallel=True, reduction=reduction,
-                                              interchange=interchange))
+    source, used = numba_source(definition, arguments, reduction, interchange)
     if len(source) > NUMBA_PARALLEL_MAX_CHARS:
         # Numba's parallel passes grow much faster than linearly with the loop body: a 2000-term
         # sum compiled in 30 s on one thread and 550 s with parallel=True
         parallel = False
-    if not cache:
-        return _compiled_module(_module_text(source, used), numba, parallel, None)
     text = _module_text(source, used)
+    if not cache:
+        return _compiled_module(text, numba, parallel, None)
     key = (text, parallel)
     found = _KERNELS.get(key)
     if found is None:
         found = _KERNELS[key] = _compiled_module(text, numba, parallel, kernel_cache_dir())
     return found
+
+
+def numba_source(definition: Definition, arguments: list[str], reduction: bool = False,
+                 interchange: bool | None = None) -> tuple[str, set[str]]:
+    """The source :func:`numba_kernel` compiles (:func:`python_source` with ``parallel``) and the
+    operations whose vectorizable helpers it calls (:func:`~jacacc.kernels.functions.vector_math_source`).
+
+    The functions with a small helper (:data:`~jacacc.kernels.functions.SMALL_VECTOR_MATH`, the
+    table's ``vector_math="small"``: ``exp``, ``log``, ``tanh``, and the templates that call them,
+    ``logistic``) call it, unless the kernel would make more than :data:`VECTOR_MATH_MAX_CALLS`
+    such calls: each helper is inlined into Numba's IR with its branches (a hundred ``tanh`` calls
+    made its data-flow analysis run out of memory), where a libm call costs one call.  A large
+    helper (``erf``) would add seconds to every small kernel's compilation: libm.
+
+    Examples
+    --------
+    >>> from jacacc.elementwise.parse import parse
+    >>> source, used = numba_source(parse("f[i] = tanh(x[i]) + sin(x[i])"), ["x"])
+    >>> sorted(used), "_tanh(" in source, "np.sin(" in source
+    (['tanh'], True, True)
+    """
+    calls = Calls("numba", vector_math=SMALL_VECTOR_MATH)
+    source = python_source(definition, arguments, parallel=True, reduction=reduction, interchange=interchange,
+                           calls=calls)
+    if calls.helper_calls() > VECTOR_MATH_MAX_CALLS:
+        calls = Calls("numba")
+        source = python_source(definition, arguments, parallel=True, reduction=reduction,
+                               interchange=interchange, calls=calls)
+    return source, calls.helpers()
 
 
 #: kernels compiled with ``cache=True`` in this process: (module text, parallel) → dispatcher
@@ -733,12 +543,8 @@ _KERNELS: dict[tuple[str, bool], Callable] = {}
 
 def _module_text(source: str, used: set[str]) -> str:
     """A module defining ``kernel`` (``source``) and the vector math helpers it calls, un-jitted."""
-    from jacacc.codegen.numba_ import _vector_math_source
-
-    lines = ["# generated by jacacc.elementwise.kernels; safe to delete", "import math", "", "import numpy as np",
-             "from numba import njit, prange", *(_vector_math_source(used, _FASTMATH_TEXT) if used else ()), "", "",
-             source]
-    return "\n".join(lines)
+    preamble = numba_preamble("generated by jacacc.kernels; safe to delete", used, fastmath_text(_FASTMATH))
+    return "\n".join([*preamble, "", "", source])
 
 
 def _compiled_module(text: str, numba: Any, parallel: bool, directory: Path | None) -> Callable:
@@ -754,7 +560,7 @@ def _compiled_module(text: str, numba: Any, parallel: bool, directory: Path | No
         except (OSError, RuntimeError, ImportError, SyntaxError):  # unwritable, or no cache locator
             pass
     namespace: dict[str, Any] = {}
-    return numba.njit(cache=False, **options)(_load(text, "elementwise-numba", namespace))
+    return numba.njit(cache=False, **options)(_load(text, "kernel-numba", namespace))
 
 
 def kernel_cache_dir() -> Path | None:
@@ -802,60 +608,5 @@ PARALLEL_MIN_ELEMENTS = 32_768
 #: a kernel's source longer than this compiles without ``parallel=True`` (see :func:`numba_kernel`)
 NUMBA_PARALLEL_MAX_CHARS = 20_000
 _FASTMATH = {"reassoc", "contract"}
-_FASTMATH_TEXT = "{" + ", ".join(repr(flag) for flag in sorted(_FASTMATH)) + "}"  # for the helpers' source
-#: Numba: exp, log and tanh as the scalar core's inlined arithmetic helpers (a few ulp; they
-#: vectorize with the loop around them, a libm call does not)
-VECTOR_MATH = {"np.exp(": ("_exp(", "exp"), "np.log(": ("_log(", "log"), "np.tanh(": ("_tanh(", "tanh")}
-
-#: above this many calls of exp, log and tanh in one kernel the helpers are not used (:func:`_vector_math`)
+#: above this many calls of the vectorizable helpers in one kernel, libm is called instead (:func:`numba_source`)
 VECTOR_MATH_MAX_CALLS = 16
-
-
-def _vector_math(source: str) -> tuple[str, set[str]]:
-    """``source`` (from :func:`python_source`, whose only calls of these are the functions of the
-    language) calling the :data:`VECTOR_MATH` helpers, and the helpers it needs."""
-    used: set[str] = set()
-    if sum(source.count(call) for call in VECTOR_MATH) > VECTOR_MATH_MAX_CALLS:
-        # each helper is inlined into Numba's IR with its branches: a hundred tanh calls made its
-        # data-flow analysis run out of memory; libm calls cost one call each
-        return source, used
-    for call, (helper, name) in VECTOR_MATH.items():
-        if call in source:
-            source = source.replace(call, helper)
-            used.add(name)
-    return source, used
-
-
-_CUDA_PRELUDE = """typedef double real;
-__device__ __forceinline__ long long jc_floordiv(long long a, long long b) {
-    long long q = a / b;
-    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ long long jc_max(long long a, long long b) { return a > b ? a : b; }
-__device__ __forceinline__ long long jc_min(long long a, long long b) { return a < b ? a : b; }
-__device__ __forceinline__ real jc_pow2(real x) { return x * x; }
-__device__ __forceinline__ real jc_pow3(real x) { return x * x * x; }
-"""
-
-
-def cuda_source(definition: Definition, arguments: list[str], ranks: dict[str, int]) -> str:
-    """CUDA C++ for ``cupy.RawKernel``: ``jacacc_elementwise(out, *arrays, *extents)`` with the
-    output's extents then each argument's (row-major, contiguous float64), one thread per element."""
-    arrays, env = _code_names(definition, arguments)
-    shapes = {a: [f"{arrays[a]}_n{k}" for k in range(ranks[a])] for a in arguments}
-    em = _Emitter("c", arrays, shapes)
-    em.indent = 1
-    value = em.value(definition.body, env)
-    dims = [f"_n{k}" for k in range(len(definition.indices))]
-    params = ["real* __restrict__ _out", *(f"const real* __restrict__ {arrays[a]}" for a in arguments),
-              *(f"long long {d}" for d in dims), *(f"long long {s}" for a in arguments for s in shapes[a])]
-    lines = [f"// {definition.source}", _CUDA_PRELUDE, ops.CUDA_HELPERS,
-             f'extern "C" __global__ void {CUDA_KERNEL_NAME}({", ".join(params)}) {{',
-             "    long long _t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-             f"    if (_t >= {' * '.join(dims)}) return;"]
-    rest = "_t"
-    unravel = []
-    for name, n in reversed(list(zip(definition.indices, dims, strict=True))):
-        unravel.append(f"    long long {env[name]} = {rest} % {n};")
-        rest = f"({rest} / {n})"
-    return "\n".join([*lines, *reversed(unravel), *em.lines, f"    _out[_t] = {value};", "}", ""])

@@ -1,0 +1,122 @@
+"""The loop-kernel layer: one IR, one Numba emitter, one CUDA emitter.
+
+The IR is the elementwise :class:`~jacacc.elementwise.parse.Definition` — a ⊞
+over an output box of a body with affine reads, sums with affine bounds,
+brackets and calls of the operation table's functions — parsed from text
+(``jacacc.elementwise.parse``) or built in code (the tensor evaluator's fused
+regions, :mod:`jacacc.tensor.fusion`).  Every output element is computed on
+its own, so no element is written twice: no atomics, no scatter.
+
+* :mod:`~jacacc.kernels.emit`: the body of one element, in Python or C
+  (:class:`~jacacc.kernels.emit.Emitter`);
+* :mod:`~jacacc.kernels.loops`: the loops around it, run by the Python
+  interpreter (:func:`python_kernel`, the reference) or compiled by Numba
+  (:func:`numba_kernel`, cached in memory and on disk under
+  :func:`kernel_cache_dir`);
+* :mod:`~jacacc.kernels.cuda`: CUDA C++, one thread per element
+  (:func:`cuda_source`; :func:`cupy_kernel` runs it with CuPy,
+  :func:`host_kernel` thread by thread on the host);
+* :mod:`~jacacc.kernels.functions`: what every code generator of jacacc
+  prints for the table's functions, read from :mod:`jacacc.ops` — their
+  spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_tanh``,
+  ``_erf``) and the Numba and CUDA preambles.
+
+Who emits through the layer: elementwise functions and their derivatives
+(:mod:`jacacc.elementwise.compiled`) and the tensor evaluator's fused regions
+(:mod:`jacacc.tensor.fusion`, Numba and CUDA) are ``Definition`` objects and emit
+through it.  The scalar schedules' kernels (:mod:`jacacc.codegen`) and the
+Iverson compiler (:mod:`jacacc.iverson.codegen`) share its pieces only — the
+spellings, the helpers, the preambles — and keep their own program shapes: a
+scheduled Jacobian is one straight-line program per point whose ``m + m·n``
+outputs share their intermediates (as a ``Definition`` per output, each would
+recompute them), laid out points-minor in blocks for LLVM; an Iverson program
+has lets, pairs, data-dependent brackets and writes only its support, and its
+loops add in the interpreter's order bit for bit, which the layer's
+reassociating, chunked kernels do not promise.
+
+Examples
+--------
+>>> import numpy as np
+>>> from jacacc.elementwise.parse import parse
+>>> f = parse("f[i] = sum(k, 0, i, exp(x[k]))")
+>>> out = np.empty(3)
+>>> python_kernel(f, ["x"])(out, np.zeros(3)); out.tolist()
+[1.0, 2.0, 3.0]
+>>> print(cuda_source(f, ["x"], {"x": 1}).splitlines()[0])
+// f[i] = sum(k, 0, i, exp(x[k]))
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# the functions' spellings, helpers and preambles load with the scalar core (jacacc.codegen prints
+# through them); the emitters, which read the elementwise IR, load on first access (PEP 562)
+from jacacc.kernels.functions import (
+    SMALL_VECTOR_MATH,
+    VECTOR_MATH,
+    call_text,
+    cuda_preamble,
+    fastmath_text,
+    helper_set,
+    modules,
+    numba_preamble,
+    slow_in_kernels,
+    spelling,
+    spellings,
+    vector_math_source,
+    vector_math_used,
+)
+
+#: public name → the submodule defining it (imported on first access)
+_LAZY = {
+    **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "cuda_source", "cupy_kernel", "host_kernel"], "cuda"),
+    **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
+                     "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+                     "python_kernel", "python_source"], "loops"),
+}
+
+__all__ = [
+    "CUDA_KERNEL_NAME",
+    "NUMBA_PARALLEL_MAX_CHARS",
+    "PARALLEL_MIN_ELEMENTS",
+    "SMALL_VECTOR_MATH",
+    "THREADS_PER_BLOCK",
+    "VECTOR_MATH",
+    "VECTOR_MATH_MAX_CALLS",
+    "InteriorSplit",
+    "call_text",
+    "cuda_preamble",
+    "cuda_source",
+    "cupy_kernel",
+    "fastmath_text",
+    "helper_set",
+    "host_kernel",
+    "interior_split",
+    "kernel_cache_dir",
+    "last_factor",
+    "modules",
+    "numba_kernel",
+    "numba_preamble",
+    "numba_source",
+    "python_kernel",
+    "python_source",
+    "slow_in_kernels",
+    "spelling",
+    "spellings",
+    "vector_math_source",
+    "vector_math_used",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"jacacc.kernels.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'jacacc.kernels' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

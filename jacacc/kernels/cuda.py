@@ -1,0 +1,180 @@
+"""CUDA loop kernels: the kernel layer's CUDA emitter, one thread per output element.
+
+:func:`cuda_source` prints a :class:`~jacacc.elementwise.parse.Definition` as
+CUDA C++ for ``cupy.RawKernel``: ``jacacc_elementwise(out, *arrays,
+*extents)`` over contiguous row-major arrays of ``real`` (``double`` or
+``float``), the output's extents first, then each argument's.  Thread ``t``
+computes element ``t`` of the flattened output; the body is the one
+:class:`~jacacc.kernels.emit.Emitter` prints for Python, in C.  The source is
+written without CuPy, so it can be compile-checked with ``nvcc --ptx`` and,
+since the body is plain C++ over CUDA's math overloads, run thread by thread
+on the host (:func:`host_kernel`, with g++) on a machine without a GPU.
+
+:func:`cupy_kernel` compiles a definition with CuPy (NVRTC, cached per source)
+and returns a launcher ``kernel(out, *arrays)`` that passes the extents.
+
+Examples
+--------
+>>> from jacacc.elementwise.parse import parse
+>>> src = cuda_source(parse("f[i] = exp(x[i]) * 2"), ["x"], {"x": 1}, "float32")
+>>> "typedef float real;" in src
+True
+>>> print(src.splitlines()[-2])
+    _out[_t] = (exp(_a_x[(_i_i)]) * ((real)2.0));
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jacacc.elementwise.parse import Definition
+from jacacc.kernels.emit import Calls, Emitter
+from jacacc.kernels.functions import cuda_preamble
+
+__all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "cuda_source", "cupy_kernel", "host_kernel"]
+
+CUDA_KERNEL_NAME = "jacacc_elementwise"
+#: threads per block of a launch
+THREADS_PER_BLOCK = 256
+
+
+def _code_names(definition: Definition, arguments: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    return {a: f"_a_{a}" for a in arguments}, {n: f"_i_{n}" for n in definition.indices}
+
+
+def cuda_source(definition: Definition, arguments: Sequence[str], ranks: Mapping[str, int],
+                dtype: Any = "float64") -> str:
+    """CUDA C++ for ``cupy.RawKernel``: ``jacacc_elementwise(out, *arrays, *extents)`` with the
+    output's extents then each argument's (``ranks[a]`` of them; row-major, contiguous ``dtype``:
+    float64 or float32), one thread per element."""
+    if not definition.indices:
+        raise ValueError(f"{definition.name}: a CUDA kernel needs at least one output index")
+    arrays, env = _code_names(definition, arguments)
+    shapes = {a: [f"{arrays[a]}_n{k}" for k in range(ranks[a])] for a in arguments}
+    em = Emitter("c", arrays, shapes, Calls("cuda"))
+    em.indent = 1
+    value = em.value(definition.body, env)
+    dims = [f"_n{k}" for k in range(len(definition.indices))]
+    params = ["real* __restrict__ _out", *(f"const real* __restrict__ {arrays[a]}" for a in arguments),
+              *(f"long long {d}" for d in dims), *(f"long long {s}" for a in arguments for s in shapes[a])]
+    lines = [f"// {definition.source}", *cuda_preamble(dtype),
+             f'extern "C" __global__ void {CUDA_KERNEL_NAME}({", ".join(params)}) {{',
+             "    long long _t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+             f"    if (_t >= {' * '.join(dims)}) return;"]
+    rest = "_t"
+    unravel = []
+    for name, n in reversed(list(zip(definition.indices, dims, strict=True))):
+        unravel.append(f"    long long {env[name]} = {rest} % {n};")
+        rest = f"({rest} / {n})"
+    return "\n".join([*lines, *reversed(unravel), *em.lines, f"    _out[_t] = {value};", "}", ""])
+
+
+def _extents(out: Any, arrays: Sequence[Any]) -> list[int]:
+    return [*out.shape, *(n for a in arrays for n in a.shape)]
+
+
+#: CuPy kernels compiled in this process: source → ``cupy.RawKernel`` (CuPy keeps the binaries on disk)
+_RAW: dict[str, Any] = {}
+
+
+def cupy_kernel(source: str) -> Callable[..., None]:
+    """A launcher for CUDA ``source`` (from :func:`cuda_source`) compiled by CuPy: ``kernel(out,
+    *arrays)`` with contiguous CuPy arrays of the source's ``real``, one thread per element of
+    ``out``.  The ``cupy.RawKernel`` is made once per source; it compiles on its first launch."""
+    from jacacc.errors import require_extra
+
+    cp = require_extra("cupy", "gpu")
+    raw = _RAW.get(source)
+    if raw is None:
+        raw = _RAW[source] = cp.RawKernel(source, CUDA_KERNEL_NAME)
+
+    def launch(out: Any, *arrays: Any) -> None:
+        total = math.prod(out.shape)
+        if total:
+            blocks = (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+            raw((blocks,), (THREADS_PER_BLOCK,), (out, *arrays, *(np.int64(n) for n in _extents(out, arrays))))
+
+    launch.raw = raw  # type: ignore[attr-defined]
+    return launch
+
+
+# The CUDA kernel body is plain C++ over CUDA's math overloads: as host C++, with the CUDA keywords
+# defined away and the thread indices globals, a loop over blocks and threads runs it.
+_HOST_SHIM = """\
+#include <cmath>
+using namespace std;
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __restrict__ __restrict
+struct jc_dim {{ long long x; }};
+static jc_dim blockIdx, blockDim, threadIdx;
+static inline double __longlong_as_double(unsigned long long bits) {{ double d; memcpy(&d, &bits, 8); return d; }}
+#include "kernel.cu"
+extern "C" void run_threads(void** p, long long* n, long long total) {{
+    blockDim.x = 32;  // a partial last block: threads past the end must return without writing
+    for (long long b = 0; b * blockDim.x < total; ++b)
+        for (long long t = 0; t < blockDim.x; ++t) {{
+            blockIdx.x = b;
+            threadIdx.x = t;
+            {kernel}({arguments});
+        }}
+}}
+"""
+
+
+def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
+                compiler: str = "g++") -> Callable[..., None]:
+    """CUDA ``source`` (from :func:`cuda_source`) run thread by thread on the host: compiled as C++
+    by ``compiler`` behind a launch shim, and loaded with :mod:`ctypes` — for checking generated
+    CUDA on a machine without a GPU (tests, debugging).  ``arrays`` is the number of input arrays
+    and ``extents`` the number of extents the kernel takes; returns ``kernel(out, *arrays)`` with
+    contiguous NumPy arrays of the source's ``real``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Where ``compiler`` is not installed.
+    """
+    import ctypes
+
+    if shutil.which(compiler) is None:
+        raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot run on the host")
+    real = "float" if "typedef float real;" in source else "double"
+    arguments = ", ".join([f"({real}*)p[0]", *(f"(const {real}*)p[{k + 1}]" for k in range(arrays)),
+                           *(f"n[{k}]" for k in range(extents))])
+    shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=CUDA_KERNEL_NAME, arguments=arguments)
+    digest = hashlib.sha256((shim + source).encode()).hexdigest()[:16]
+    work = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="jacacc-host-"))
+    work = work / f"k{digest}"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "kernel.cu").write_text(source)
+    (work / "shim.cpp").write_text(shim)
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", "kernel.so", "shim.cpp"], check=True, cwd=work,
+                   capture_output=True)
+    library = ctypes.CDLL(str(work / "kernel.so"))
+
+    def run(out: np.ndarray, *inputs: np.ndarray) -> None:
+        if len(inputs) != arrays:
+            raise TypeError(f"the kernel takes {arrays} input arrays, got {len(inputs)}")
+        buffers = [out, *inputs]
+        if any(not b.flags.c_contiguous for b in buffers):
+            raise ValueError("the host kernel reads and writes contiguous arrays only")
+        sizes = _extents(out, inputs)
+        if len(sizes) != extents:
+            raise TypeError(f"the kernel takes {extents} extents, the arrays have {len(sizes)}")
+        pointers = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
+        dims = (ctypes.c_longlong * max(len(sizes), 1))(*sizes)
+        library.run_threads(pointers, dims, ctypes.c_longlong(out.size))
+
+    return run
