@@ -32,7 +32,7 @@ demo: $(VENV)/.demo-installed
 	$(PY) -m jacacc.demo
 
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q -n auto -m "not slow"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow"
 
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m slow

@@ -46,10 +46,11 @@ def default_problems() -> list[str]:
     ]
 
 
-def build_grid(problem_names: list[str], seed: int) -> dict:
-    """Every registered (mode, method) pair on every problem, with the size limits as the grid's limits."""
+def build_grid(problem_names: list[str], seed: int, time_limit: float | None = None) -> dict:
+    """Every registered (mode, method) pair on every problem, with the size limits as the grid's limits;
+    ``time_limit`` (seconds) goes to the methods that take one (anneal, the searches), else their default."""
     exact = sorted({m for mode in modes() for m in methods(mode, exact=True)})
-    return {
+    grid = {
         "name": "compare_methods",
         "problems": problem_names,
         "methods": [f"{mode}:{method}" for mode in modes() for method in methods(mode)],
@@ -60,6 +61,9 @@ def build_grid(problem_names: list[str], seed: int) -> dict:
             {"modes": ["face"], "methods": list(FACE_SCAN_METHODS), "max_faces": FACE_SCAN_MAX_FACES},
         ],
     }
+    if time_limit is not None:
+        grid["options"] = {"time_limit": time_limit}  # each cell keeps the options its method takes
+    return grid
 
 
 def to_row(record: dict) -> dict:
@@ -76,9 +80,10 @@ def to_row(record: dict) -> dict:
     return {**row, "mults": None, "skipped": result.get("skipped") or record["error"] or record["status"]}
 
 
-def measure(problem_names: list[str], seed: int, store: str | None = None, **executor) -> list[dict]:
+def measure(problem_names: list[str], seed: int, store: str | None = None, time_limit: float | None = None,
+            **executor) -> list[dict]:
     """Run the comparison as one sweep (``executor``: ``workers``, ``scheduler``, ``cell_timeout``)."""
-    grid = build_grid(problem_names, seed)
+    grid = build_grid(problem_names, seed, time_limit)
     with store_path(store, "compare_methods") as path:
         run(grid, path, desc="compare_methods", **executor)
         records = read_records(path, grid)
@@ -132,16 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results", help="directory for the JSON and markdown results")
     parser.add_argument("--figures", default="figures", help="directory for the figure")
     parser.add_argument("--no-figure", action="store_true", help="skip the figure (no matplotlib needed)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="time limit of the methods that take one (anneal, the searches; default: theirs)")
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     names = args.problems if args.problems else default_problems()
-    rows = measure(names, args.seed, args.store, **executor_options(args))
+    rows = measure(names, args.seed, args.store, args.time_limit, **executor_options(args))
     best = best_per_row(rows)
     record = write_record(
         os.path.join(args.out, "compare_methods.json"),
         "compare_methods",
         {"rows": rows, "best": [{"problem": p, "mode": m, "mults": v} for (p, m), v in best.items()]},
-        parameters={"problems": names, "random_edge_max_edges": RANDOM_EDGE_MAX_EDGES,
+        parameters={"problems": names, "time_limit": args.time_limit, "random_edge_max_edges": RANDOM_EDGE_MAX_EDGES,
                     "face_scan_max_faces": FACE_SCAN_MAX_FACES, "exact_max_faces": EXACT_MAX_FACES},
         seed=args.seed,
     )

@@ -11,6 +11,17 @@ import pytest
 # Numba starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+try:
+    from hypothesis import settings
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    settings = None
+if settings is not None:
+    # The same examples in every run and on every xdist worker: each test's generator is seeded from
+    # the test itself, and no example database (a failure saved by one worker would change what
+    # another replays).  A test's own @settings still sets its size and deadline.
+    settings.register_profile("jacacc", derandomize=True, database=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "jacacc"))
+
 
 @pytest.fixture(scope="module")
 def float64_jax():
