@@ -87,7 +87,7 @@ def run(report: Report) -> None:
     report.line(f"θ = log [ℓ, σ_f², σ_n²] = {_vector(THETA)}")
     value_and_grad = jt.value_and_grad(gp_nll)
     value, grad = value_and_grad(THETA, X, y)
-    ours, calls = best_time(lambda: value_and_grad(THETA, X, y))
+    ours = best_time(lambda: value_and_grad(THETA, X, y))
     report.line(f"jacacc: NLL {float(value):.12f}, ∂NLL/∂θ = {_vector(grad)}")
     fd = central_differences(lambda t: gp_nll(t, X, y), THETA)
     timing = f"jacacc.tensor.value_and_grad {format_time(ours)}"
@@ -110,14 +110,14 @@ def run(report: Report) -> None:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # as fast at this size, and immune to a busy neighbour core stalling its pool
         try:
-            theirs, _ = best_time(torch_value_and_grad)
+            theirs = best_time(torch_value_and_grad)
         finally:
             torch.set_num_threads(threads)
         report.line(f"torch:  NLL {float(torch_value):.12f}, ∂NLL/∂θ = {_vector(torch_grad)}")
         timing += (f", PyTorch forward + backward (one thread) {format_time(theirs)} "
                    f"(ratio jacacc/PyTorch {ours / theirs:.2f})")
     report.line(f"central differences:    ∂NLL/∂θ = {_vector(fd)}")
-    report.line(f"value and gradient per warm call, best of 5 rounds (jacacc {calls} calls per round): {timing}")
+    report.line(f"value and gradient per warm call, best of 5 rounds: {timing}")
     reference = "PyTorch's autograd" if torch_grad is not None else "central differences"
     difference = np.max(np.abs(grad - (torch_grad if torch_grad is not None else fd)))
     report.headline(f"∂NLL/∂θ through potrf/trsm = {_vector(grad)}; largest difference from {reference} "

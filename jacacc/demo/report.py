@@ -9,7 +9,6 @@ independent references every part can fall back on.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from jacacc import verify
+from jacacc.bench import time_call
 
 __all__ = ["Check", "Report", "best_time", "central_differences", "format_time", "missing_dependency",
            "relative_error"]
@@ -164,35 +164,18 @@ def central_differences(f: Callable[[np.ndarray], Any], x: Any, step: float = 1e
 
 
 # ---------------------------------------------------------------------------- timing
-def best_time(fn: Callable[[], Any], rounds: int = 5, min_round: float = 0.02) -> tuple[float, int]:
-    """Seconds per warm call of ``fn``: the best of ``rounds`` rounds, each of enough calls to last
-    ``min_round`` seconds; returns ``(seconds, calls per round)``.
-
-    ``fn`` is called once before timing (compilation, caches, first-call planning left out).
+def best_time(fn: Callable[[], Any], rounds: int = 5, min_round: float = 0.02) -> float:
+    """Seconds per warm call of ``fn``: one call first (compilation, caches, first-call planning left
+    out), then :func:`jacacc.bench.time_call` — the best of ``rounds`` rounds, each looping the call
+    for at least ``min_round`` seconds.
 
     Examples
     --------
-    >>> seconds, calls = best_time(lambda: sum(range(100)), rounds=2, min_round=0.001)
-    >>> seconds > 0 and calls >= 1
+    >>> best_time(lambda: sum(range(100)), rounds=2, min_round=0.001) > 0
     True
     """
     fn()
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_round or calls >= 1 << 16:
-            break
-        calls *= 4 if elapsed < min_round / 8 else 2
-    best = elapsed / calls
-    for _ in range(rounds - 1):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best, calls
+    return time_call(fn, repeat=rounds, min_time=min_round)
 
 
 def format_time(seconds: float) -> str:
