@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jacacc.api import Plan, optimize, resolve_mode
+from jacacc.argtypes import positive_int
 from jacacc.eliminate import modes
 from jacacc.errors import JacaccError, require_extra
 from jacacc.graph import CompGraph
@@ -189,18 +190,6 @@ def _add_kernel_commands(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--threads", type=positive_int, default=None,
                        help="threads for the BLAS libraries (threadpoolctl) and Numba's kernels "
                             "(default: the libraries' own)")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer ≥ 1 (workers, batch sizes, repeats, statement limits)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
 
 
 def _baselines(graph: CompGraph, mode: str) -> dict[str, Plan]:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.codegen.base import Backend, JacobianProgram, as_points, fingerprint, lower
+from jacacc.codegen.registry import get_backend
 from jacacc.errors import GraphError, JacaccError, RegistryError
 from jacacc.graph import CompGraph
 from jacacc.schedule import Schedule
@@ -301,8 +302,6 @@ def compile_kernel(
     >>> k is jacacc.compile(f, backend="numpy", method="reverse")
     True
     """
-    from jacacc.codegen import get_backend
-
     graph = _graph_of(f)
     instance = get_backend(backend, **dict(backend_options or {}))
     try:

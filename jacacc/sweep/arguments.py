@@ -18,20 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from jacacc.cli import positive_int
+from jacacc.argtypes import positive_int, positive_seconds
 
-__all__ = ["add_executor_arguments", "executor_options", "positive_seconds", "store_path"]
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+__all__ = ["add_executor_arguments", "executor_options", "store_path"]
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser, *, store: bool = True) -> None:

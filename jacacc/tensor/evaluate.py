@@ -23,190 +23,34 @@ call): Numba's on NumPy arrays, the same region's CUDA kernel on CuPy arrays.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from jacacc.errors import MissingExtraError, UnsupportedOperationError
+from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor import fusion
 from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,
     Tensor,
-    contraction_path,
     delta_expansion,
     fuse_einsums,
     node_flops,
     nodes_of,
 )
+from jacacc.tensor.steps import (
+    Contraction,
+    Diagonals,
+    array_module,
+    operand,
+    scatter,
+    scatter_add,
+    shape_error,
+)
 from jacacc.tensor.straightline import compile_program
 
 __all__ = ["Contraction", "Program", "array_module"]
-
-
-def array_module(arrays: Sequence[Any]) -> Any:
-    """``cupy`` if any argument is a CuPy array, else ``numpy``."""
-    for a in arrays:
-        if type(a).__module__.startswith("cupy"):
-            import cupy
-
-            return cupy
-    return np
-
-
-class Contraction:
-    """One einsum, planned: the pairwise steps of :func:`~jacacc.tensor.expr.contraction_path`
-    run directly as matrix products (BLAS), broadcast multiplies or ``einsum`` calls.
-
-    opt_einsum plans the path and costs it; running the few steps here avoids its
-    per-call dispatch (tens of µs, which dominated small derivatives).  The steps
-    are opt_einsum's ``contraction_list`` (kept as that attribute): a step it
-    marks as BLAS-able is one matrix product of the operands folded to matrices
-    (``tensordot``'s permutations and shapes, computed once), a step that sums
-    nothing a broadcast multiply, anything else ``einsum``.
-
-    >>> c = Contraction("ij,jk,k->i", [(2, 3), (3, 4), (4,)])
-    >>> c(np.ones((2, 3)), np.ones((3, 4)), np.ones(4), xp=np).tolist()
-    [12.0, 12.0]
-    """
-
-    def __init__(self, subscripts: str, shapes: Sequence[tuple[int, ...]]) -> None:
-        try:
-            import opt_einsum
-        except ImportError as exc:  # pragma: no cover - opt_einsum ships with the tensor extra
-            raise MissingExtraError("jacacc.tensor needs opt_einsum: pip install 'jacacc[tensor]'") from exc
-        path, _ = contraction_path(subscripts, tuple(tuple(s) for s in shapes))
-        _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=[list(step) for step in path])
-        self.subscripts = subscripts
-        self.contraction_list = info.contraction_list
-        inputs = subscripts.split("->")[0].split(",")
-        self._extent = {c: n for labels, shape in zip(inputs, shapes, strict=True)
-                        for c, n in zip(labels, shape, strict=True)}
-        self._steps = [self._step(entry) for entry in info.contraction_list]
-
-    def _step(self, entry: tuple) -> tuple[tuple[int, ...], str, Any]:
-        """How one pairwise step runs: a broadcast ``multiply`` (no index summed),
-        a ``matmul`` of the operands folded to matrices (what ``tensordot`` does,
-        with its permutations and shapes worked out once here), or ``einsum``."""
-        positions, removed, subscripts, _, blas = entry
-        inputs, _, out = subscripts.partition("->")
-        terms = inputs.split(",")
-        plain = len(terms) == 2 and all(len(set(t)) == len(t) for t in terms)
-        if plain and not removed and set(out) == set(terms[0]) | set(terms[1]):
-            return tuple(positions), "multiply", tuple(self._broadcast(t, out) for t in terms)
-        if plain and blas and "EINSUM" not in blas:
-            return tuple(positions), "matmul", self._matmul(terms[0], terms[1], [c for c in terms[0] if c in removed],
-                                                             out)
-        return tuple(positions), "einsum", subscripts
-
-    def _broadcast(self, term: str, out: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
-        """The transpose putting ``term``'s axes in ``out``'s order and the shape that
-        broadcasts it against ``out`` (1 where it lacks an axis)."""
-        order = [c for c in out if c in term]
-        perm = None if "".join(order) == term else tuple(term.index(c) for c in order)
-        return perm, tuple(self._extent[c] if c in term else 1 for c in out)
-
-    def _matmul(self, left: str, right: str, summed: list[str], out: str) -> tuple:
-        free_l = [c for c in left if c not in summed]
-        free_r = [c for c in right if c not in summed]
-
-        def perm(term: str, order: list[str]) -> tuple[int, ...] | None:
-            p = tuple(term.index(c) for c in order)
-            return None if p == tuple(range(len(term))) else p
-
-        size = lambda letters: math.prod(self._extent[c] for c in letters)  # noqa: E731
-        produced = free_l + free_r
-        final = None if "".join(produced) == out else tuple(produced.index(c) for c in out)
-        return (perm(left, free_l + summed), (size(free_l), size(summed)),
-                perm(right, summed + free_r), (size(summed), size(free_r)),
-                tuple(self._extent[c] for c in produced), final)
-
-    def __call__(self, *operands: Any, xp: Any = np) -> Any:
-        stack = list(operands)
-        for positions, kind, how in self._steps:
-            taken = [stack.pop(p) for p in positions]
-            if kind == "multiply":
-                (pa, sa), (pb, sb) = how
-                a, b = taken
-                a = a if pa is None else a.transpose(pa)
-                b = b if pb is None else b.transpose(pb)
-                stack.append(a.reshape(sa) * b.reshape(sb))
-            elif kind == "matmul":
-                pa, sa, pb, sb, shape, final = how
-                a, b = taken
-                a = (a if pa is None else a.transpose(pa)).reshape(sa)
-                b = (b if pb is None else b.transpose(pb)).reshape(sb)
-                result = (a @ b).reshape(shape)
-                stack.append(result if final is None else result.transpose(final))
-            else:
-                stack.append(xp.einsum(how, *taken))
-        return stack[0]
-
-
-def _diagonal_view(xp: Any, a: Any, class_axes: Sequence[tuple[int, ...]]) -> Any:
-    """A writable view of ``a`` with one axis per class of tied axes (its strides summed):
-    the entries a δ scatter writes."""
-    shape = tuple(a.shape[axes[0]] for axes in class_axes)
-    strides = tuple(sum(a.strides[x] for x in axes) for axes in class_axes)
-    return xp.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
-
-
-class _Diagonals:
-    """Where a δ scatter (:class:`~jacacc.tensor.expr.DeltaExpansion`) writes in an array:
-    one view axis per class of tied axes (their strides summed), the core broadcast along
-    the classes it lacks.  For a contiguous NumPy array (C or Fortran order: a product's
-    result may be a transpose) the view is a slice of the flat array for one class
-    (``c·δ``: every ``n + 1``-th entry) or the ndarray constructor over the buffer —
-    ``as_strided`` takes ~8 µs of Python, which a small Hessian (tens of µs) would feel;
-    other arrays fall back to :func:`_diagonal_view`.
-    """
-
-    __slots__ = ("class_axes", "view_shape", "pad")
-
-    def __init__(self, shape: tuple[int, ...], class_axes: Sequence[tuple[int, ...]], core_ndim: int) -> None:
-        self.class_axes = tuple(class_axes)
-        self.view_shape = tuple(shape[axes[0]] for axes in class_axes)
-        self.pad = (1,) * (len(class_axes) - core_ndim)
-
-    def view(self, xp: Any, a: Any) -> Any:
-        if xp is np and a.size and (a.flags.c_contiguous or a.flags.f_contiguous):
-            strides = tuple(sum(a.strides[x] for x in axes) for axes in self.class_axes)
-            if len(strides) == 1:
-                step = strides[0] // a.itemsize
-                return a.ravel(order="K")[: self.view_shape[0] * step: step]
-            return np.ndarray(self.view_shape, a.dtype, a, 0, strides)
-        return _diagonal_view(xp, a, self.class_axes)
-
-    def core(self, core: Any) -> Any:
-        return core.reshape(core.shape + self.pad) if self.pad and core.ndim else core
-
-
-def _operand(a: Any, xp: Any = np) -> Any:
-    """A scatter's core that is its one operand unchanged."""
-    return a
-
-
-def _scatter(xp: Any, shape: tuple[int, ...], dtype: np.dtype, diagonals: _Diagonals, core: Any) -> Any:
-    """A zero array of ``shape`` with ``core`` written along its δ diagonals
-    (:class:`~jacacc.tensor.expr.DeltaExpansion`): one strided view axis per class
-    of tied axes, the core's classes first, the rest broadcast (``core`` None: 1)."""
-    result = xp.zeros(shape, dtype=dtype)
-    diagonals.view(xp, result)[...] = 1 if core is None else diagonals.core(core)
-    return result
-
-
-def _scatter_add(xp: Any, total: Any, diagonals: _Diagonals, core: Any) -> None:
-    """Add a δ scatter (:func:`_scatter`) into ``total`` in place, through the same view:
-    only the entries on its diagonals are touched."""
-    view = diagonals.view(xp, total)
-    view += 1 if core is None else diagonals.core(core)
-
-
-def _shape_error(name: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
-    """Refuse an argument of another shape than the program was planned for."""
-    raise ValueError(f"argument {name!r} has shape {tuple(got)}, the program was built for {expected}")
 
 
 def _accumulate(values: dict[int, Any], owned: set[int], k: int, term: Any, term_owned: bool) -> None:
@@ -378,9 +222,9 @@ class Program:
         self._straight_line: Any = None  # compiled on the first NumPy call
 
     @staticmethod
-    def _diagonals(expansion: Any, shape: tuple[int, ...]) -> _Diagonals:
+    def _diagonals(expansion: Any, shape: tuple[int, ...]) -> Diagonals:
         core_ndim = len(expansion.core.partition("->")[2]) if expansion.core else 0
-        return _Diagonals(shape, expansion.class_axes, core_ndim)
+        return Diagonals(shape, expansion.class_axes, core_ndim)
 
     @staticmethod
     def _core(expansion: Any, node: Tensor) -> Any:
@@ -390,7 +234,7 @@ class Program:
             return None
         inputs, _, out = expansion.core.partition("->")
         if inputs == out:
-            return _operand
+            return operand
         return Contraction(expansion.core, [node.args[m].shape for m in expansion.core_args])
 
     @staticmethod
@@ -466,7 +310,7 @@ class Program:
         for slot, a, x in zip(self._input_slots, arrays, self.inputs, strict=True):
             if slot is not None:
                 if tuple(a.shape) != x.shape:
-                    _shape_error(x.param, a.shape, x.shape)
+                    shape_error(x.param, a.shape, x.shape)
                 values[slot] = a
         owned: set[int] = set()  # running sums whose buffer no other slot holds
         for (k, kind, op, args, free), into in zip(self._steps, self._into, strict=True):
@@ -476,7 +320,7 @@ class Program:
                 expansion, core, (shape, diagonals) = op
                 core_value = core(*(values[args[m]] for m in expansion.core_args), xp=xp) \
                     if core is not None else None
-                values[k] = _scatter(xp, shape, self.dtype, diagonals, core_value)
+                values[k] = scatter(xp, shape, self.dtype, diagonals, core_value)
             elif kind == "unary":
                 fn, p, _ = op
                 values[k] = fn(xp, *(values[a] for a in args), p)
@@ -492,13 +336,13 @@ class Program:
                     core_value = core(*(values[core_slots[m]] for m in expansion.core_args), xp=xp) \
                         if core is not None else None
                     if k not in values:
-                        values[k] = _scatter(xp, shape, self.dtype, diagonals, core_value)
+                        values[k] = scatter(xp, shape, self.dtype, diagonals, core_value)
                         owned.add(k)
                         continue
                     if k not in owned:
                         values[k] = values[k].copy()
                         owned.add(k)
-                    _scatter_add(xp, values[k], diagonals, core_value)
+                    scatter_add(xp, values[k], diagonals, core_value)
                 owned.discard(k)
             for a in free:
                 values.pop(a, None)

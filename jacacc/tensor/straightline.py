@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from jacacc import ops
+from jacacc.tensor import steps
 
 __all__ = ["compile_program"]
 
@@ -82,7 +83,7 @@ def _shape_of(letters: str, extent: dict[str, int]) -> tuple[int, ...]:
 
 
 def _contraction(src: _Source, contraction: Any, operands: list[str], target: str) -> None:
-    """The source of one planned einsum (:class:`~jacacc.tensor.evaluate.Contraction`) on the
+    """The source of one planned einsum (:class:`~jacacc.tensor.steps.Contraction`) on the
     named operands, its result assigned to ``target``.  Mirrors ``Contraction.__call__``;
     each pairwise step's temporary is deleted once the next step has read it."""
     extent = contraction._extent
@@ -141,8 +142,6 @@ def _folded(operand: str, term: str, perm: tuple[int, ...] | None, matrix: tuple
 def compile_program(program: Any) -> Callable[..., list[Any]]:
     """The straight-line Python function evaluating ``program`` on NumPy arrays (see the
     module docstring); its source is the ``source`` attribute."""
-    from jacacc.tensor.evaluate import _scatter, _scatter_add, _shape_error
-
     src = _Source()
     constants = {k: src.constant(v) for k, v in program._constants.items()}
     defined: set[int] = set()
@@ -161,16 +160,16 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
         src.line(f"v{slot} = {text}")
         assign_name(slot)
 
-    shape_error = src.bind("shape_error", _shape_error)
+    shape_error = src.bind("shape_error", steps.shape_error)
     for i, (slot, x) in enumerate(zip(program._input_slots, program.inputs, strict=True)):
         src.line(f"if a{i}.shape != {x.shape!r}: {shape_error}({x.param!r}, a{i}.shape, {x.shape!r})")
         if slot is not None:
             name_of[slot] = f"a{i}"
     dtype = src.bind("dtype", program.dtype)
-    scatter_name, scatter_add = src.bind("scatter", _scatter), src.bind("scatter_add", _scatter_add)
+    scatter_name, scatter_add = src.bind("scatter", steps.scatter), src.bind("scatter_add", steps.scatter_add)
 
     def scatter(shape: tuple[int, ...], diagonals: Any, core_text: str) -> str:
-        """A δ scatter into a fresh zero array (:func:`~jacacc.tensor.evaluate._scatter`)."""
+        """A δ scatter into a fresh zero array (:func:`~jacacc.tensor.steps.scatter`)."""
         return f"{scatter_name}(np, {shape!r}, {dtype}, {src.bind('diagonals', diagonals)}, {core_text})"
     owned: set[int] = set()
     present: set[int] = set()  # running sums begun
@@ -291,11 +290,9 @@ def _drop(src: _Source, name: str) -> None:
 
 def _core(src: _Source, core: Any, operands: list[str]) -> str:
     """The source computing a δ scatter's core (``None``: the core is 1)."""
-    from jacacc.tensor.evaluate import Contraction
-
     if core is None:
         return "None"
-    if isinstance(core, Contraction):
+    if isinstance(core, steps.Contraction):
         name = src.temporary()
         _contraction(src, core, operands, name)
         return name
