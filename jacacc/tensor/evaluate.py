@@ -272,6 +272,13 @@ class Program:
         sum term and of an elementwise function."""
         return sum(node_flops(n) for n in self.nodes)
 
+    @property
+    def fused_kernels(self) -> tuple[fusion.FusedKernel, ...]:
+        """The fused regions this plan runs as kernels, in evaluation order (empty when fusion is
+        off); each reports its compile — or its load from the on-disk cache — in
+        ``first_call_seconds`` once the program has run."""
+        return tuple(op for _, kind, op, _, _ in self._steps if kind == "fused")
+
     @staticmethod
     def _operator_output(op: tuple, arrays: list[Any], groups: dict[tuple, tuple], xp: Any) -> Any:
         """One output of a general function; the function runs once per application."""

@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -563,6 +564,9 @@ class FusedKernel:
         self.flops = sum(node_flops(n) for n in region.members)
         self._kernel: Callable | None = None
         self._failed = False
+        #: wall seconds of the first Numba call: the compile (or the load from the on-disk cache)
+        #: plus one run; None before it
+        self.first_call_seconds: float | None = None
         self._cuda_kernel: Callable | None = None
         self._cuda_failed = False
 
@@ -630,7 +634,12 @@ class FusedKernel:
         (with a warning, once)."""
         if not self._failed:
             try:
-                self.kernel(out, *arrays)
+                if self.first_call_seconds is None:
+                    start = time.perf_counter()
+                    self.kernel(out, *arrays)
+                    self.first_call_seconds = time.perf_counter() - start
+                else:
+                    self.kernel(out, *arrays)
                 return
             except Exception as exc:
                 from numba.core.errors import NumbaError
