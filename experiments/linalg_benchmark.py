@@ -165,12 +165,6 @@ def sibling(name: str) -> Any:
     return sibling_script(HERE, name, "_linalg_benchmark")
 
 
-def pin_threads(threads: int) -> dict[str, Any]:
-    """``threads`` threads for every BLAS library (NumPy's, and SciPy's OpenBLAS, which jacacc.linalg's
-    routines call), PyTorch and XLA: tensor_hessians' ``limit_threads`` (0: the libraries' defaults)."""
-    return sibling("tensor_hessians").limit_threads(threads)
-
-
 # =========================================================================== inputs and the operators per library
 def _spd(n: int, rng: np.random.Generator) -> np.ndarray:
     M = rng.standard_normal((n, n))
@@ -1384,7 +1378,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    threads = pin_threads(args.threads)
+    threads = sibling("tensor_hessians").limit_threads(args.threads)  # BLAS (NumPy's, SciPy's), PyTorch, XLA
     derivatives = registered_operators()
     examples = sibling("linalg_examples")
     params = {

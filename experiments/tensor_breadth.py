@@ -818,14 +818,6 @@ def pinned_to_one_core(core: int | None) -> Iterator[int | None]:
 
 
 @contextlib.contextmanager
-def one_blas_thread() -> Iterator[list[dict]]:
-    """Every BLAS library (NumPy's and SciPy's OpenBLAS) on one thread while the block runs
-    (threadpoolctl, :func:`jacacc.bench.blas_threads`); yields the thread pools as set."""
-    with blas_threads(1) as pools:
-        yield pools
-
-
-@contextlib.contextmanager
 def one_torch_thread() -> Iterator[int]:
     """``torch.set_num_threads(1)`` while the block runs."""
     import torch
@@ -914,7 +906,7 @@ def main(argv: list[str] | None = None) -> int:
         import jax
 
         params["pinned_core"] = stack.enter_context(pinned_to_one_core(args.core))
-        params["blas_threads"] = stack.enter_context(one_blas_thread())
+        params["blas_threads"] = stack.enter_context(blas_threads(1))  # NumPy's and SciPy's BLAS
         params["torch_threads"] = stack.enter_context(one_torch_thread())
         params["jax_devices"] = [str(d) for d in jax.devices()]
         stack.enter_context(jax.enable_x64(True))

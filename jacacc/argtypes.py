@@ -5,15 +5,15 @@ line naming the option and the bad value.
 
 Examples
 --------
->>> positive_int("3"), positive_seconds("0.5")
-(3, 0.5)
+>>> positive_int("3"), positive_seconds("0.5"), dimension("0")
+(3, 0.5, 0)
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_int", "positive_seconds"]
+__all__ = ["dimension", "positive_int", "positive_seconds"]
 
 
 def positive_int(text: str) -> int:
@@ -35,4 +35,15 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def dimension(text: str) -> int:
+    """argparse type: an array dimension, an integer ≥ 0 (``--shape``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a dimension must be >= 0, got {value}")
     return value

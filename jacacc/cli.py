@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jacacc.api import Plan, optimize, resolve_mode
-from jacacc.argtypes import positive_int
+from jacacc.argtypes import dimension, positive_int
 from jacacc.eliminate import modes
 from jacacc.errors import JacaccError, require_extra
 from jacacc.graph import CompGraph
@@ -220,19 +220,9 @@ def _takes_progress(mode: str, method: str) -> bool:
 
 
 def _add_shape_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", nargs="*", type=_nonnegative_int, default=None, metavar="N",
+    parser.add_argument("--shape", nargs="*", type=dimension, default=None, metavar="N",
                         help="shape of a JAX function's argument, e.g. --shape 6 or --shape 2 3 "
                         "(--shape alone: a scalar)")
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a dimension must be >= 0, got {value}")
-    return value
 
 
 def _load_function(spec: str):

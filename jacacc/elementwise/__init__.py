@@ -16,11 +16,9 @@ evaluator's fusion pass (:mod:`jacacc.tensor.fusion`) build on it.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 # the language itself is light; importing it also makes ``parse`` the function, not the submodule
 from jacacc.elementwise.parse import SourceError, parse, unparse
+from jacacc.lazy import lazy_attributes
 
 __all__ = ["CompiledFunction", "ElementwiseFunction", "SourceError", "define", "parse", "unparse"]
 
@@ -28,13 +26,4 @@ __all__ = ["CompiledFunction", "ElementwiseFunction", "SourceError", "define", "
 _LAZY = {"CompiledFunction": "compiled", "ElementwiseFunction": "function", "define": "function"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"jacacc.elementwise.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'jacacc.elementwise' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

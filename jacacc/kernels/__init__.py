@@ -48,9 +48,6 @@ Examples
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 # the functions' spellings, helpers and preambles load with the scalar core (jacacc.codegen prints
 # through them); the emitters, which read the elementwise IR, load on first access (PEP 562)
 from jacacc.kernels.functions import (
@@ -68,6 +65,7 @@ from jacacc.kernels.functions import (
     vector_math_source,
     vector_math_used,
 )
+from jacacc.lazy import lazy_attributes
 
 #: public name → the submodule defining it (imported on first access)
 _LAZY = {
@@ -110,13 +108,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"jacacc.kernels.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'jacacc.kernels' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
