@@ -50,7 +50,7 @@ import numpy as np
 
 from jacacc.errors import RegistryError, UnsupportedOperationError
 
-__all__ = ["OPERATIONS", "ZERO", "Builder", "Operation", "Sym", "TextBuilder", "Zero", "declare", "get", "names",
+__all__ = ["OPERATIONS", "ZERO", "Builder", "Operation", "Sym", "TextBuilder", "Zero", "array_module", "declare", "get", "names",
            "partials", "resolve", "spelling", "spellings"]
 
 V = TypeVar("V")
@@ -358,6 +358,8 @@ class Operation:
         module, _, attr = self.numpy.rpartition(".")
         if module == "np" and hasattr(xp, attr):
             return getattr(xp, attr)(*args)
+        if module == __name__:  # this module's functions take the arrays of any array module
+            return self.function(*args)
         if module == "scipy.special":
             return getattr(importlib.import_module("cupyx.scipy.special"), attr)(*args)
         return getattr(xp, attr)(*args)
@@ -556,15 +558,31 @@ def relu(x: Any) -> Any:
     return np.maximum(x, 0.0)
 
 
+def array_module(arrays: Any) -> Any:
+    """``cupy`` if any of ``arrays`` is a CuPy array, else ``numpy`` (CuPy is imported only then).
+
+    >>> array_module([np.ones(2), 1.0]) is np
+    True
+    """
+    for a in arrays:
+        if type(a).__module__.startswith("cupy"):
+            import cupy
+
+            return cupy
+    return np
+
+
 def _indicator(condition: Any, *like: Any) -> Any:
-    """``condition`` as 1.0 / 0.0 in the floating type of ``like`` (float32 stays float32)."""
-    dtype = np.result_type(*like)
-    return np.asarray(condition).astype(dtype if np.issubdtype(dtype, np.floating) else np.float64)
+    """``condition`` as 1.0 / 0.0 in the floating type of ``like`` (float32 stays float32), an
+    array of ``condition``'s array module (NumPy or CuPy)."""
+    dtype = np.result_type(*(getattr(a, "dtype", a) for a in like))
+    xp = array_module((condition, *like))
+    return xp.asarray(condition).astype(dtype if np.issubdtype(dtype, np.floating) else np.float64)
 
 
 def heaviside(x: Any) -> Any:
     """``[x > 0]`` as 1.0 or 0.0: ``relu``'s derivative (0 at 0, as JAX)."""
-    return _indicator(np.asarray(x) > 0, x)
+    return _indicator(array_module((x,)).asarray(x) > 0, x)
 
 
 def predicate(compare: Callable[..., Any]) -> Callable[..., Any]:
@@ -588,7 +606,7 @@ def where(condition: Any, a: Any, b: Any) -> Any:
 
 def zero_value(x: Any) -> Any:
     """0 of ``x``'s shape (``tangent_seed``'s value)."""
-    return _indicator(np.zeros(np.shape(x), dtype=bool), x)
+    return _indicator(array_module((x,)).zeros(np.shape(x), dtype=bool), x)
 
 
 # ---------------------------------------------------------------------------- the table

@@ -86,6 +86,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
+from jacacc.ops import array_module
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor, index_letters
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
@@ -242,7 +243,7 @@ def broadcast_node(t: Tensor, shape: Shape, name: str = "np.broadcast_to") -> Te
 def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
     """``result`` as an array of its own: an operator's output may be overwritten in place later
     (paper 004's LAPACK operators), which must not reach the array it was a view of."""
-    return result.copy() if np.may_share_memory(result, source) else result
+    return result.copy() if array_module((source,)).may_share_memory(result, source) else result
 
 
 def _no_flops(*_: Any, **__: Any) -> int:
@@ -262,7 +263,7 @@ def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
 
 
 def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any, flops: Any = _no_flops,
-                  batch: Any = None) -> None:
+                  batch: Any = None, device: bool = True) -> None:
     """Register a linear operator of one argument: pushforward ``build(tangent, arg, **options)``,
     pullback ``adjoint(cotangent, arg, **options)``, and the options for an argument with
     leading batch axes ``batch(batch_shape, **options)`` (:mod:`jacacc.tensor.batching`)."""
@@ -278,7 +279,8 @@ def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any
     def batched(batch_shape, args, flags, **options):  # noqa: ANN001, ANN202, ANN003
         return args, batch(tuple(batch_shape), **options)
 
-    register_operator(Operator(name, forward, shapes, jvp, vjp, flops, batch=None if batch is None else batched))
+    register_operator(Operator(name, forward, shapes, jvp, vjp, flops, batch=None if batch is None else batched,
+                               device=device))
 
 
 def _full_slices(shape: Shape) -> tuple[tuple[Any, ...], ...]:
@@ -441,7 +443,7 @@ def _np_broadcast_to(array: Any, shape: Any, subok: bool = False) -> Traced:
 
 
 def _reshape_forward(x: np.ndarray, shape: Shape) -> np.ndarray:
-    return _fresh(np.reshape(x, shape), x)
+    return _fresh(x.reshape(shape), x)
 
 
 _unary_linear("reshape", _reshape_forward, _reshape_shapes,
@@ -516,15 +518,22 @@ register_method("max")(_np_max)
 register_method("min")(_np_min)
 
 
-def _extremum_weights(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
-    best = (np.max if largest else np.min)(x, axis=axes, keepdims=True)
+def extremum_weights(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
+    """1/(number of ties) at the largest (smallest) entries of each group over ``axes``, 0
+    elsewhere; NaN for a group of NaNs (it has no extremal entry), as NumPy's max is NaN there.
+
+    >>> extremum_weights(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]), (1,), True)
+    array([[0. , 0.5, 0.5],
+           [1. , 0. , 0. ]])
+    """
+    best = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
     mask = (x == best).astype(x.dtype)
-    with np.errstate(invalid="ignore", divide="ignore"):  # a group of NaNs has no extremal entry: NaN, as NumPy
-        return mask / np.sum(mask, axis=axes, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return mask / mask.sum(axis=axes, keepdims=True)
 
 
-register_operator(Operator("extremum_weights", _extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
-                           _size_flops))
+register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
+                           _size_flops, device=True))
 
 #: Zeros per reduced group up to which ``prod``'s expression is exact to every order (see the module notes).
 PROD_ZEROS = 2
@@ -571,8 +580,8 @@ def _prod_masks(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """The zero mask Z, 1 − Z, the sign (−1)^(negative entries) per group and the coefficients of
     ``e_c`` for c = 0, 1, 2 zeros per group: 1, 1 and ½ where the group has that many, else 0."""
     zero = x == 0
-    sign = 1 - 2 * (np.sum(x < 0, axis=axes) % 2)
-    count = np.sum(zero, axis=axes)
+    sign = 1 - 2 * ((x < 0).sum(axis=axes) % 2)
+    count = zero.sum(axis=axes)
     return (zero.astype(x.dtype), (~zero).astype(x.dtype), sign.astype(x.dtype),
             *(((count == c) * (0.5 if c == 2 else 1.0)).astype(x.dtype) for c in range(PROD_ZEROS + 1)))
 
@@ -582,7 +591,8 @@ def _prod_masks_shapes(a: Shape, axes: tuple[int, ...]) -> tuple[Shape, ...]:
     return (a, a, reduced, *(reduced,) * (PROD_ZEROS + 1))
 
 
-register_operator(Operator("prod_masks", _prod_masks, _prod_masks_shapes, _zero_jvp, _zero_vjp, _size_flops))
+register_operator(Operator("prod_masks", _prod_masks, _prod_masks_shapes, _zero_jvp, _zero_vjp, _size_flops,
+                           device=True))
 
 
 def _moment(name: str, root: bool, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, keepdims: bool,
@@ -641,9 +651,10 @@ register_method("cumsum")(_np_cumsum)
 
 
 def _cumsum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    xp = array_module((x,))
     if reverse:
-        return np.flip(np.cumsum(np.flip(x, axis), axis), axis)
-    return np.cumsum(x, axis)
+        return xp.flip(xp.cumsum(xp.flip(x, axis), axis), axis)
+    return xp.cumsum(x, axis)
 
 
 _unary_linear("cumsum", _cumsum, lambda a, **_: (a,),
@@ -766,7 +777,7 @@ def _index_forward(x: np.ndarray, key: BasicKey) -> np.ndarray:
 
 
 def _index_scatter(t: np.ndarray, key: BasicKey, shape: Shape) -> np.ndarray:
-    out = np.zeros(shape, dtype=t.dtype)
+    out = array_module((t,)).zeros(shape, dtype=t.dtype)
     out[key.numpy()] = t  # a basic index selects each entry once: no accumulation needed
     return out
 
@@ -801,7 +812,7 @@ class IndexArray:
     (<3 indices, repeated>, True)
     """
 
-    __slots__ = ("array", "repeats", "_key", "_hash")
+    __slots__ = ("array", "repeats", "_key", "_hash", "_copies")
 
     def __init__(self, array: np.ndarray) -> None:
         array = np.array(array, dtype=np.intp)
@@ -810,6 +821,16 @@ class IndexArray:
         self.repeats = bool(array.size) and np.unique(array).size < array.size
         self._key = (array.shape, array.tobytes())
         self._hash = hash(self._key)
+        self._copies: dict[str, Any] = {}
+
+    def on(self, xp: Any) -> Any:
+        """The indices as an array of the array module ``xp`` (a CuPy copy made once and kept)."""
+        if xp is np:
+            return self.array
+        copy = self._copies.get(xp.__name__)
+        if copy is None:
+            copy = self._copies[xp.__name__] = xp.asarray(self.array)
+        return copy
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IndexArray) and self._key == other._key
@@ -836,21 +857,23 @@ def _advanced_index(x: Tensor, key: Any) -> Tensor:
 
 # ``lead``: leading (batch) axes the flat indices do not reach, each gathered or scattered alike
 def _gather(x: np.ndarray, index: IndexArray, lead: int = 0) -> np.ndarray:
-    return x.reshape(x.shape[:lead] + (math.prod(x.shape[lead:]),))[..., index.array]  # not -1: a batch may be empty
+    xp = array_module((x,))
+    return x.reshape(x.shape[:lead] + (math.prod(x.shape[lead:]),))[..., index.on(xp)]  # not -1: a batch may be empty
 
 
 def _scatter_add(t: np.ndarray, index: IndexArray, shape: Shape, lead: int = 0) -> np.ndarray:
     batch = math.prod(shape[:lead])
     size = math.prod(shape[lead:])
     flat_t = t.reshape(batch, math.prod(t.shape[lead:]))
+    xp = array_module((t,))
     if not index.repeats:
-        out = np.zeros((batch, size), dtype=t.dtype)
-        out[:, index.array.reshape(-1)] = flat_t
+        out = xp.zeros((batch, size), dtype=t.dtype)
+        out[:, index.on(xp).reshape(-1)] = flat_t
         return out.reshape(shape)
     # repeated indices accumulate: x[[0, 0]] pulls back twice onto x[0]; a batch row's
     # positions are offset by its row, so one bincount serves every row
-    positions = (np.arange(batch)[:, None] * size + index.array.reshape(1, -1)).reshape(-1)
-    total = np.bincount(positions, weights=flat_t.reshape(-1), minlength=batch * size)
+    positions = (xp.arange(batch)[:, None] * size + index.on(xp).reshape(1, -1)).reshape(-1)
+    total = xp.bincount(positions, weights=flat_t.reshape(-1), minlength=batch * size)
     return total.reshape(shape).astype(t.dtype, copy=False)
 
 
@@ -955,8 +978,9 @@ def _concatenate_batch(batch_shape, args, flags, axis):  # noqa: ANN001, ANN202
         {"axis": axis + len(batch_shape)}
 
 
-register_operator(Operator("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis), _concatenate_shapes,
-                           _concatenate_jvp, _concatenate_vjp, _no_flops, batch=_concatenate_batch))
+register_operator(Operator("concatenate", lambda *xs, axis: array_module(xs).concatenate(xs, axis=axis),
+                           _concatenate_shapes, _concatenate_jvp, _concatenate_vjp, _no_flops,
+                           batch=_concatenate_batch, device=True))
 
 
 @register_function(np.concatenate)
@@ -1059,7 +1083,7 @@ def _unpad(ct: Tensor, x: Tensor, widths: tuple[tuple[int, int], ...]) -> Tensor
     return _basic_index(ct, tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape, strict=True)))
 
 
-_unary_linear("pad", lambda x, widths: np.pad(x, widths),
+_unary_linear("pad", lambda x, widths: array_module((x,)).pad(x, widths),
               lambda a, widths: (tuple(n + b + c for n, (b, c) in zip(a, widths, strict=True)),),
               lambda dx, x, widths: apply_operator("pad", [dx], widths=widths)[0], _unpad,
               batch=lambda batch_shape, widths: {"widths": ((0, 0),) * len(batch_shape) + tuple(widths)})
@@ -1142,10 +1166,13 @@ def _permutation_batch(batch_shape, args, flags, axis, lead=0):  # noqa: ANN001,
 
 
 def _take_along(t: np.ndarray, perm: np.ndarray, axis: int, lead: int = 0) -> np.ndarray:
-    return np.take_along_axis(t, perm.reshape((1,) * lead + perm.shape), axis)
+    return array_module((t,)).take_along_axis(t, perm.reshape((1,) * lead + perm.shape), axis)
 
 
 def _put_along(t: np.ndarray, perm: np.ndarray, axis: int, lead: int = 0) -> np.ndarray:
+    xp = array_module((t, perm))
+    if xp is not np:  # the inverse permutation taken along: CuPy has no put_along_axis
+        return _take_along(t, xp.argsort(perm, axis=axis - lead), axis, lead)
     out = np.empty_like(t)
     # a permutation: every entry written once (broadcast along the batch axes)
     np.put_along_axis(out, np.broadcast_to(perm.reshape((1,) * lead + perm.shape), t.shape), t, axis)
@@ -1156,15 +1183,21 @@ def _same_shape(a: Shape, *rest: Shape, **_: Any) -> tuple[Shape]:
     return (a,)
 
 
-register_operator(Operator("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"), _same_shape,
-                           _zero_jvp, _zero_vjp,
-                           lambda a, axis: math.prod(a) * max(1, math.ceil(math.log2(max(a[axis], 2))))))
+def _argsort(x: np.ndarray, axis: int) -> np.ndarray:
+    """A stable argsort (ties keep their order, as NumPy's ``kind="stable"``; CuPy's sort is stable)."""
+    xp = array_module((x,))
+    return np.argsort(x, axis=axis, kind="stable") if xp is np else xp.argsort(x, axis=axis)
+
+
+register_operator(Operator("argsort", _argsort, _same_shape, _zero_jvp, _zero_vjp,
+                           lambda a, axis: math.prod(a) * max(1, math.ceil(math.log2(max(a[axis], 2)))),
+                           device=True))
 register_operator(Operator("take_along", _take_along, _same_shape,
                            _permutation_jvp("take_along"), _permutation_vjp("put_along"), _no_flops,
-                           batch=_permutation_batch))
+                           batch=_permutation_batch, device=True))
 register_operator(Operator("put_along", _put_along, _same_shape,
                            _permutation_jvp("put_along"), _permutation_vjp("take_along"), _no_flops,
-                           batch=_permutation_batch))
+                           batch=_permutation_batch, device=True))
 
 
 # ---------------------------------------------------------------------------- products

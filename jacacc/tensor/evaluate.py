@@ -285,7 +285,7 @@ class Program:
         operator, options, index, group = op
         result = groups.get(group)
         if result is None:
-            if xp is not np:
+            if xp is not np and not operator.device:
                 raise UnsupportedOperationError(f"the operator {operator.name} runs on NumPy arrays only")
             result = operator.forward(*arrays, **options)
             groups[group] = result = result if isinstance(result, tuple) else (result,)

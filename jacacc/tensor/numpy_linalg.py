@@ -96,7 +96,7 @@ import numpy as np
 from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor, index_letters
-from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.operators import apply_operator
 from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, register_function
 
 __all__ = ["EighResult", "SlogdetResult"]
@@ -213,28 +213,6 @@ def _eigvalsh(a: Any, UPLO: str = "L") -> Traced:  # noqa: N803 - NumPy's name
 
 
 # ---------------------------------------------------------------------------- norms
-def _extremum_weights_forward(x: np.ndarray, axes: tuple[int, ...], minimum: bool) -> np.ndarray:
-    """1/(number of ties) at the largest (smallest) entries over ``axes``, 0 elsewhere."""
-    target = np.min(x, axis=axes, keepdims=True) if minimum else np.max(x, axis=axes, keepdims=True)
-    hit = (x == target).astype(x.dtype)
-    with np.errstate(invalid="ignore", divide="ignore"):  # NaN input: no hit, NaN weights (and a NaN norm)
-        return hit / np.sum(hit, axis=axes, keepdims=True)
-
-
-def _no_derivative(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(outputs)
-
-
-def _no_cotangent(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(args)
-
-
-# The weights are piecewise constant in x (zero derivative), so max(x) = Σ w ∘ x is an ordinary
-# expression whose derivative is w: on a tie the derivative is shared equally, as JAX's reduce_max.
-register_operator(Operator("norm_extremum_weights", _extremum_weights_forward, lambda x, **_: (x,),
-                           _no_derivative, _no_cotangent, lambda x, **_: 2 * math.prod(x)))
-
-
 def _reduce(node: Tensor, axes: tuple[int, ...], weights: Tensor | None = None) -> Tensor:
     """Σ over ``axes`` of ``node`` (of ``weights ∘ node``)."""
     s = index_letters(node.ndim)
@@ -243,7 +221,10 @@ def _reduce(node: Tensor, axes: tuple[int, ...], weights: Tensor | None = None) 
 
 
 def _extremum(node: Tensor, axes: tuple[int, ...], minimum: bool) -> Tensor:
-    (weights,) = apply_operator("norm_extremum_weights", [node], axes=axes, minimum=minimum)
+    # the weights of np.max/np.min (jacacc.tensor.arrays): piecewise constant in x (zero derivative),
+    # so max(x) = Σ w ∘ x is an ordinary expression whose derivative is w, a tie shared equally (JAX's
+    # reduce_max rule)
+    (weights,) = apply_operator("extremum_weights", [node], axes=axes, largest=not minimum)
     return _reduce(node, axes, weights)
 
 

@@ -79,6 +79,10 @@ class Operator:
         ``batched`` carry leading ``batch_shape`` axes, giving outputs with
         those axes in front — or ``None`` where it cannot.  Without one, a
         batch is applied element by element.
+    device : bool
+        Whether ``forward`` also takes CuPy arrays (it is written against its arguments' array
+        module, :func:`jacacc.ops.array_module`).  The evaluator refuses CuPy arrays for an
+        operator without it (LAPACK through SciPy, say) with a clear error.
     """
 
     name: str
@@ -89,6 +93,7 @@ class Operator:
     flops: Callable[..., int]
     in_place: tuple[tuple[int, str], ...] = ()
     batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
+    device: bool = False
 
 
 def register_operator(operator: Operator) -> None:

@@ -14,21 +14,12 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import MissingExtraError
+from jacacc.ops import array_module
 from jacacc.tensor.expr import (
     contraction_path,
 )
 
 __all__ = ["Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error"]
-
-
-def array_module(arrays: Sequence[Any]) -> Any:
-    """``cupy`` if any argument is a CuPy array, else ``numpy``."""
-    for a in arrays:
-        if type(a).__module__.startswith("cupy"):
-            import cupy
-
-            return cupy
-    return np
 
 
 class Contraction:

@@ -208,3 +208,18 @@ def test_graph_scale_records_every_stage(tmp_path):
         graph = jacacc.CompGraph.from_json(script.layered_dag_json(size, 0))
         assert r["edges"] == graph.n_edges and r["order_length"] == r["intermediates"] == len(graph.intermediates)
         assert all(r[stage] >= 0 for stage in script.STAGES)
+
+
+def test_gpu_experiment_says_what_it_needs_without_a_gpu(tmp_path, capsys, monkeypatch):
+    """experiments/gpu_tensor.py measures on a GPU only; elsewhere it exits with status 2 and says why
+    (its measurements ran on a lent GPU: results/gpu_tensor.json)."""
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+        pytest.skip("a GPU is here: the script would measure")
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU: the case under test
+        pass
+    assert load_experiment("gpu_tensor").main(["--quick", "--out", str(tmp_path)]) == 2
+    assert "needs CuPy and a CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()

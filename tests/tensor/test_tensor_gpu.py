@@ -107,3 +107,50 @@ def test_fused_regions_run_as_cuda_kernels_on_cupy_arrays(cupy_gpu, monkeypatch,
         ran = [k for k in kernels if k._cuda_kernel is not None]
         assert kernels and ran, "no fused region ran as a CUDA kernel"
         assert all(k.cuda_worthwhile for k in ran)
+
+
+# ----------------------------------------------------------------------------- array operators on CuPy arrays
+def slices_and_max(x, A):
+    """Basic indexing, np.max over an axis, reshape, concatenate and cumsum."""
+    head, tail = x[:3], x[3:]
+    z = A @ np.concatenate([tail, head]) - np.max(A, axis=1)
+    return np.sum(np.cumsum(z.reshape(2, -1), axis=1) ** 2) + np.sum(x[::2] * x[1::2])
+
+
+def gathers_and_sorts(x, A):
+    """Advanced indexing with repeats, np.sort (argsort, take_along, put_along), np.pad, np.prod, a norm."""
+    y = np.sort(A @ x)
+    picked = x[np.array([0, 2, 2, 5])]
+    return (np.sum(np.pad(y, 1) ** 2) + np.prod(np.tanh(picked)) + np.linalg.norm(x, np.inf)
+            + np.sum(np.maximum(x, 0.1) * (x > 0)))
+
+
+OPERATOR_PROBLEMS = [("slices and max", slices_and_max), ("gathers and sorts", gathers_and_sorts)]
+
+
+@pytest.mark.parametrize("mode", ["reverse", "cross_country"])
+@pytest.mark.parametrize("problem", OPERATOR_PROBLEMS, ids=[p[0] for p in OPERATOR_PROBLEMS])
+def test_array_operators_run_on_cupy_arrays(cupy_gpu, problem, mode):
+    """The array operators (indexing, max, sort, pad, ...) and the predicates run on the device: the
+    CuPy result equals the NumPy one."""
+    cp = cupy_gpu
+    _, f = problem
+    rng = np.random.default_rng(3)
+    args = (rng.normal(size=6), rng.normal(size=(4, 6)))
+    for transform in (jt.grad(f, mode=mode), jt.hessian(f, mode=mode)):
+        want = transform(*args)
+        got = transform(*(cp.asarray(a) for a in args))
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-10, atol=1e-12)
+
+
+def test_lapack_operators_refuse_cupy_arrays_by_name(cupy_gpu):
+    cp = cupy_gpu
+    from jacacc.errors import UnsupportedOperationError
+
+    def logdet(A):
+        return np.linalg.slogdet(A @ A.T + np.eye(3))[1]
+
+    A = np.random.default_rng(0).normal(size=(3, 3))
+    with pytest.raises(UnsupportedOperationError, match="runs on NumPy arrays only"):
+        jt.grad(logdet)(cp.asarray(A))
