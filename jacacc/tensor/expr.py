@@ -252,6 +252,7 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
     shape = tuple(sizes[c] for c in out)
     if any(op.is_zero for op in operands):
         return zeros(shape)
+    inputs, operands = _drop_unit_sums(inputs, operands, sizes, out)
     # multiply scalar constants into one factor; drop it when it is 1
     scalar = 1.0
     kept: list[tuple[str, Tensor]] = []
@@ -279,6 +280,35 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
             and delta_expansion(subs, args) is None:
         return const(np.einsum(subs, *(op.value for op in args)))
     return _intern("einsum", shape, args, subs)
+
+
+def _drop_unit_sums(inputs: list[str], operands: Sequence[Tensor], sizes: dict[str, int],
+                    out: str) -> tuple[list[str], tuple[Tensor, ...]]:
+    """The einsum's terms without the summed letters of extent 1 that only constants carry.
+
+    Summing over one entry reads that entry, so the constants are indexed at 0 along those axes
+    and the letters dropped.  What a broadcast traces to (``[:, None]`` against a matrix: a unit
+    axis summed against ones) then stays an elementwise product, which a fused region takes in,
+    instead of a reduction, which ends one.
+
+    >>> a = var("a", (3,))
+    >>> einsum("k,i,j->ij", ones((1,)), a, ones((4,))).param
+    'i,j->ij'
+    """
+    unit = {c for c, n in sizes.items() if n == 1 and c not in out}
+    unit -= {c for labels, op in zip(inputs, operands, strict=True) if op.kind != "const" for c in labels}
+    if not unit:
+        return inputs, tuple(operands)
+    new_inputs, new_operands = [], []
+    for labels, op in zip(inputs, operands, strict=True):
+        if any(c in unit for c in labels):
+            kept = [k for k, c in enumerate(labels) if c not in unit]
+            new_shape = tuple(op.shape[k] for k in kept)
+            op = ones(new_shape) if op.param[0] == "ones" else const(np.asarray(op.value).reshape(new_shape))
+            labels = "".join(labels[k] for k in kept)
+        new_inputs.append(labels)
+        new_operands.append(op)
+    return new_inputs, tuple(new_operands)
 
 
 def _broadcast_scalar(scalar: float, shape: Shape) -> Tensor:
@@ -393,6 +423,8 @@ def nodes_of(roots: Iterable[Tensor]) -> list[Tensor]:
     return order
 
 
+#: Most passes :func:`fuse_einsums` makes to reach a DAG that another pass leaves alone.
+MAX_FUSION_PASSES = 8
 #: Most operands a fused einsum gets (:func:`fuse_einsums`).
 MAX_FUSED_OPERANDS = 6
 
@@ -558,7 +590,22 @@ def fuse_einsums(roots: Sequence[Tensor], max_operands: int = MAX_FUSED_OPERANDS
     >>> fused = fuse_einsums([y])[0]
     >>> fused.param, flops_of([fused]) < flops_of([y])
     ('ik,kj,j->i', True)
+
+    Where inlining an operand would cost more FLOPs it is kept apart (:func:`_cheapest_inlining`);
+    since a node kept apart in one pass may be used once after the next, passes repeat until
+    nothing changes, so fusing a fused expression changes nothing.
     """
+    roots = list(roots)
+    for _ in range(MAX_FUSION_PASSES):
+        fused = _fuse_once(roots, max_operands)
+        if all(a is b for a, b in zip(fused, roots, strict=True)):
+            break
+        roots = fused
+    return roots
+
+
+def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
+    """One pass of :func:`fuse_einsums` over the DAG of ``roots``."""
     order = nodes_of(roots)
     uses: dict[int, int] = {}
     for node in order:
@@ -574,8 +621,41 @@ def fuse_einsums(roots: Sequence[Tensor], max_operands: int = MAX_FUSED_OPERANDS
             continue
         inline = [orig.kind == "einsum" and a.kind == "einsum" and uses[id(orig)] == 1 and id(orig) not in keep
                   for orig, a in zip(node.args, args, strict=True)]
-        fused[id(node)] = _inline_operands(node.param, args, inline, max_operands)
+        fused[id(node)] = _cheapest_inlining(node.param, args, inline, max_operands)
     return [fused[id(r)] for r in roots]
+
+
+def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:
+    """:func:`_inline_operands` with every flagged operand inlined, unless that costs more FLOPs
+    than keeping them apart; then the flagged operands are inlined one at a time, each only where
+    the total does not grow.
+
+    A product path plans the pairwise products but cannot sum an operand's own letters before
+    broadcasting it: ``Σ_k A[i,k]²`` spread over ``j`` by a ones factor (``sum(A**2, 1)[:, None]``
+    against a matrix), inlined, is ``Σ_k`` inside an ``i × j × k`` loop instead of ``i × k`` then
+    ``i × j``.
+    """
+
+    existing = {id(b) for a in args for b in (a, *a.args)}
+
+    def cost(flags: list[bool]) -> tuple[int, Tensor]:
+        fused = _inline_operands(subscripts, args, flags, max_operands)
+        apart = sum(node_flops(a) for a, f, g in zip(args, inline, flags, strict=True) if f and not g)
+        # a product that simplifies to one of its operands (a unit axis put in and summed out) costs nothing
+        return (0 if id(fused) in existing else node_flops(fused)) + apart, fused
+
+    everything, fused = cost(inline)
+    if not any(inline) or everything <= cost([False] * len(args))[0]:
+        return fused
+    flags = [False] * len(args)
+    best, fused = cost(flags)
+    for k, flagged in enumerate(inline):
+        if flagged:
+            trial = flags[:k] + [True] + flags[k + 1:]
+            total, candidate = cost(trial)
+            if total <= best:
+                flags, best, fused = trial, total, candidate
+    return fused
 
 
 def _inline_operands(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:

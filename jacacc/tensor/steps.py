@@ -63,8 +63,15 @@ class Contraction:
         if plain and not removed and set(out) == set(terms[0]) | set(terms[1]):
             return tuple(positions), "multiply", tuple(self._broadcast(t, out) for t in terms)
         if plain and blas and "EINSUM" not in blas:
-            return tuple(positions), "matmul", self._matmul(terms[0], terms[1], [c for c in terms[0] if c in removed],
-                                                             out)
+            summed = [c for c in terms[0] if c in removed]
+            plan = self._matmul(terms[0], terms[1], summed, out)
+            swapped = self._matmul(terms[1], terms[0], summed, out)
+            # the product in the output's order (a C-ordered result, not a transposed view of one): the
+            # loops that read it next — a fused kernel's, say — run along its rows (mlp's X @ W1 came
+            # out Fortran-ordered and the tanh kernel reading it ran 5× slower)
+            if plan[-1] is not None and swapped[-1] is None:
+                return tuple(positions), "matmul", (*swapped, True)
+            return tuple(positions), "matmul", (*plan, False)
         return tuple(positions), "einsum", subscripts
 
     def _broadcast(self, term: str, out: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
@@ -100,8 +107,8 @@ class Contraction:
                 b = b if pb is None else b.transpose(pb)
                 stack.append(a.reshape(sa) * b.reshape(sb))
             elif kind == "matmul":
-                pa, sa, pb, sb, shape, final = how
-                a, b = taken
+                pa, sa, pb, sb, shape, final, swap = how
+                a, b = taken[::-1] if swap else taken
                 a = (a if pa is None else a.transpose(pa)).reshape(sa)
                 b = (b if pb is None else b.transpose(pb)).reshape(sb)
                 result = (a @ b).reshape(shape)

@@ -111,9 +111,11 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
                 parts.append(text)
             src.line(f"{name} = {parts[0]} * {parts[1]}")
         elif kind == "matmul":
-            pa, sa, pb, sb, shape, final = how
+            pa, sa, pb, sb, shape, final, swap = how
+            pairs = list(zip(taken, taken_letters, strict=True))
+            operands = pairs[::-1] if swap else pairs
             a, b = (_folded(operand, term, perm, matrix, extent)
-                    for operand, term, perm, matrix in zip(taken, taken_letters, (pa, pb), (sa, sb), strict=True))
+                    for (operand, term), perm, matrix in zip(operands, (pa, pb), (sa, sb), strict=True))
             text = f"({a} @ {b})"
             if shape != (sa[0], sb[1]):
                 text = f"{text}.reshape({shape!r})"
