@@ -274,6 +274,24 @@ def ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
+def summarize(ratio_rows: list[dict]) -> dict[str, dict]:
+    """Per quantity: the geometric mean, worst and best of jacacc's time over the best GPU peer's,
+    fused and node by node, and the objectives jacacc could not run on the GPU."""
+    from tensor_breadth import geometric_mean
+
+    out = {}
+    for quantity in QUANTITIES:
+        mine = [r for r in ratio_rows if r["quantity"] == quantity]
+        entry: dict[str, Any] = {"compared": sum(r["ratio"] is not None for r in mine),
+                                 "missing": sorted({r["objective"] for r in mine if r["ratio"] is None})}
+        for key in ("ratio", "unfused_ratio"):
+            values = [r[key] for r in mine if r[key] is not None]
+            entry[key] = {"geomean": geometric_mean(values), "worst": max(values, default=None),
+                          "best": min(values, default=None)}
+        out[quantity] = entry
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, three objectives (a smoke run)")
@@ -325,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                 results["breadth"] += breadth_rows([objective.name], sizes, repeats)
                 results["ratios"] = ratios(results["breadth"])
                 write_record(record_path, EXPERIMENT, {**results, "partial": True}, parameters=params, seed=0)
+        results["summary"] = summarize(results["ratios"])
+        for quantity, entry in results["summary"].items():
+            fused, unfused = entry["ratio"], entry["unfused_ratio"]
+            if fused["geomean"] is not None:
+                print(f"{quantity}: jacacc's time over the best GPU peer's, geometric mean {fused['geomean']:.2f} "
+                      f"(worst {fused['worst']:.2f}, best {fused['best']:.2f}); node by node "
+                      f"{unfused['geomean']:.2f}; {entry['compared']} compared")
     write_record(record_path, EXPERIMENT, results, parameters=params, seed=0)
     print(f"wrote {record_path}")
     return 0

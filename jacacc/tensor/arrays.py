@@ -77,9 +77,10 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -520,16 +521,62 @@ register_method("min")(_np_min)
 
 def extremum_weights(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
     """1/(number of ties) at the largest (smallest) entries of each group over ``axes``, 0
-    elsewhere; NaN for a group of NaNs (it has no extremal entry), as NumPy's max is NaN there.
+    elsewhere; NaN for a group holding a NaN (its maximum is NaN, as NumPy's, and no entry equals it).
+
+    On NumPy float arrays it runs as one compiled loop over the groups where Numba is installed
+    (:func:`_group_weights`): NumPy's reductions over a short axis cost about 40 ns a group
+    (softmax's row maximum over 8 classes and 1024 rows: 43 µs for ``max``, 80 µs for the weights).
 
     >>> extremum_weights(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]), (1,), True)
     array([[0. , 0.5, 0.5],
            [1. , 0. , 0. ]])
     """
+    loop = _group_weights() if type(x) is np.ndarray and x.dtype in (np.float64, np.float32) else None
+    if loop is not None and x.size:
+        kept = [k for k in range(x.ndim) if k not in axes]
+        order = kept + list(axes)
+        grouped = x.transpose(order) if order != list(range(x.ndim)) else x
+        rows = np.ascontiguousarray(grouped).reshape(-1, math.prod(x.shape[k] for k in axes))
+        weights = loop(rows, largest).reshape(grouped.shape)
+        return weights if grouped is x else np.ascontiguousarray(weights.transpose(np.argsort(order)))
     best = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
     mask = (x == best).astype(x.dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
         return mask / mask.sum(axis=axes, keepdims=True)
+
+
+def _group_weights_loop(rows: np.ndarray, largest: bool) -> np.ndarray:  # compiled by _group_weights
+    out = np.empty_like(rows)
+    groups, n = rows.shape
+    for g in range(groups):
+        best = rows[g, 0]
+        nan = best != best
+        for k in range(1, n):
+            v = rows[g, k]
+            if v != v:
+                nan = True
+            elif (v > best) if largest else (v < best):
+                best = v
+        if nan:
+            out[g, :] = np.nan
+            continue
+        count = 0
+        for k in range(n):
+            count += rows[g, k] == best
+        weight = 1.0 / count
+        for k in range(n):
+            out[g, k] = weight if rows[g, k] == best else 0.0
+    return out
+
+
+@functools.cache
+def _group_weights() -> Callable[[np.ndarray, bool], np.ndarray] | None:
+    """:func:`_group_weights_loop` compiled by Numba (cached on disk), or None without Numba."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, error_model="numpy")(_group_weights_loop)
 
 
 register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,

@@ -575,3 +575,24 @@ def test_rosenbrock_gradient_and_hessian():
         np.testing.assert_allclose(jt.hessian(rosenbrock, mode=mode)(x), H_ref, **TOL)
     np.testing.assert_allclose(jt.hessian(rosenbrock, compress=True)(x).dense(), H_ref, **TOL)
     np.testing.assert_allclose(jt.grad(rosenbrock)(np.ones(100)), np.zeros(100), **TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_extremum_weights_equal_numpys_mask_over_its_count(axes, layout, dtype):
+    """The compiled group loop (with Numba) gives NumPy's weights exactly: ties share, a group with
+    a NaN is NaN throughout, infinities are extrema like any value."""
+    from jacacc.tensor.arrays import extremum_weights
+
+    x = np.random.default_rng(len(axes)).integers(0, 3, (5, 4, 6)).astype(dtype)
+    x[1, 2, 3], x[0, 0, 0], x[4, 3, 5] = np.nan, np.inf, -np.inf
+    x = np.asfortranarray(x) if layout == "F" else x
+    for largest in (True, False):
+        best = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
+        mask = (x == best).astype(dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = mask / mask.sum(axis=axes, keepdims=True)
+        got = extremum_weights(x, axes, largest)
+        assert got.dtype == want.dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
