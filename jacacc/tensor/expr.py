@@ -452,11 +452,52 @@ def contraction_path(subscripts: str, shapes: tuple[Shape, ...]) -> tuple[tuple[
         key = (int(info.opt_cost), int(info.largest_intermediate), path)
         if best is None or key[:2] < best[:2]:
             best = key
+    presummed = _presummed_path(subscripts, shapes)
+    if presummed is not None and best is not None:
+        _, info = opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=[list(s) for s in presummed])
+        key = (int(info.opt_cost), int(info.largest_intermediate), presummed)
+        if key[:2] < best[:2]:
+            best = key
     if best is None:
         if not any(0 in shape for shape in shapes):
             raise RuntimeError(f"opt_einsum found no contraction path for {subscripts!r} on shapes {shapes}")
         return tuple((0, 1) for _ in range(n - 1)), 0  # nothing to compute: any order, no FLOPs
     return tuple(tuple(step) for step in best[2]), best[0]
+
+
+def _presummed_path(subscripts: str, shapes: tuple[Shape, ...]) -> tuple[tuple[int, ...], ...] | None:
+    """A path that first sums each operand over its own letters (summed, in no other operand),
+    then contracts the rest on :func:`contraction_path`'s path; None where no operand has such a
+    letter.  opt_einsum's paths are pairwise: ``j,ik->ij`` (a row sum spread over ``j`` by ones)
+    is one ``i × j × k`` loop there, ``i × k`` then ``i × j`` here.
+
+    >>> _presummed_path("j,ik->ij", ((8,), (1024, 8)))
+    ((1,), (0, 1))
+    """
+    inputs, out = _parse(subscripts, len(shapes))
+    if len(inputs) < 2:
+        return None
+    holders: dict[str, set[int]] = {}
+    for k, term in enumerate(inputs):
+        for c in term:
+            holders.setdefault(c, set()).add(k)
+    extent = {c: n for term, shape in zip(inputs, shapes, strict=True) for c, n in zip(term, shape, strict=True)}
+    own = [{c for c in term if c not in out and holders[c] == {k} and extent[c] > 1} for k, term in enumerate(inputs)]
+    presum = [k for k, term in enumerate(inputs) if own[k] and len(set(term)) == len(term)]
+    if not presum:
+        return None
+    order, path = list(range(len(inputs))), []
+    for k in presum:  # each step pops one operand and appends its sum at the end
+        path.append((order.index(k),))
+        order.remove(k)
+        order.append(k)
+    terms = ["".join(c for c in inputs[k] if c not in own[k]) if k in presum else inputs[k] for k in order]
+    rest, _ = contraction_path(",".join(terms) + "->" + out, tuple(_shape_of(t, extent) for t in terms))
+    return tuple(path) + rest
+
+
+def _shape_of(term: str, extent: dict[str, int]) -> Shape:
+    return tuple(extent[c] for c in term)
 
 
 def einsum_flops(subscripts: str, shapes: Sequence[Shape]) -> int:
