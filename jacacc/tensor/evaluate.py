@@ -30,6 +30,7 @@ import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor import fusion
+from jacacc.tensor.allocator import keep_freed_memory
 from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,
@@ -305,6 +306,7 @@ class Program:
             raise TypeError(f"the program takes {len(self.inputs)} arrays, got {len(arrays)}")
         if all(type(a) is np.ndarray for a in arrays) or array_module(arrays) is np:
             if self._straight_line is None:
+                keep_freed_memory()  # once per process: temporaries are not faulted in afresh every call
                 self._straight_line = compile_program(self)
             return self._straight_line(*arrays)
         return self.interpret(array_module(arrays), arrays)

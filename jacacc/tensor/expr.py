@@ -667,9 +667,11 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
 
 
 def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:
-    """:func:`_inline_operands` with every flagged operand inlined, unless that costs more FLOPs
-    than keeping them apart; then the flagged operands are inlined one at a time, each only where
-    the total does not grow.
+    """:func:`_inline_operands` with every flagged operand inlined where that costs fewer FLOPs
+    than keeping them apart; else the flagged operands are inlined one at a time, each only where
+    the total shrinks.  At equal FLOPs they stay apart: a product kept apart can join a fused
+    region (:mod:`jacacc.tensor.fusion`) where one einsum that sums and spreads over new axes
+    (``sum(A**2, 1)[:, None]`` against a matrix, inlined) writes the whole spread array.
 
     A product path plans the pairwise products but cannot sum an operand's own letters before
     broadcasting it: ``Σ_k A[i,k]²`` spread over ``j`` by a ones factor (``sum(A**2, 1)[:, None]``
@@ -686,7 +688,7 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
         return (0 if id(fused) in existing else node_flops(fused)) + apart, fused
 
     everything, fused = cost(inline)
-    if not any(inline) or everything <= cost([False] * len(args))[0]:
+    if not any(inline) or everything < cost([False] * len(args))[0]:
         return fused
     flags = [False] * len(args)
     best, fused = cost(flags)
@@ -694,7 +696,7 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
         if flagged:
             trial = flags[:k] + [True] + flags[k + 1:]
             total, candidate = cost(trial)
-            if total <= best:
+            if total < best:
                 flags, best, fused = trial, total, candidate
     return fused
 
