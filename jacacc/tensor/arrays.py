@@ -244,6 +244,8 @@ def broadcast_node(t: Tensor, shape: Shape, name: str = "np.broadcast_to") -> Te
 def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
     """``result`` as an array of its own: an operator's output may be overwritten in place later
     (paper 004's LAPACK operators), which must not reach the array it was a view of."""
+    if type(result) is np.ndarray:  # a view has a base; NumPy's own check costs a microsecond a call
+        return result.copy() if result.base is not None and np.may_share_memory(result, source) else result
     return result.copy() if array_module((source,)).may_share_memory(result, source) else result
 
 
@@ -264,7 +266,7 @@ def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
 
 
 def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any, flops: Any = _no_flops,
-                  batch: Any = None, device: bool = True) -> None:
+                  batch: Any = None, device: bool = True, spelling: Any = None) -> None:
     """Register a linear operator of one argument: pushforward ``build(tangent, arg, **options)``,
     pullback ``adjoint(cotangent, arg, **options)``, and the options for an argument with
     leading batch axes ``batch(batch_shape, **options)`` (:mod:`jacacc.tensor.batching`)."""
@@ -281,7 +283,7 @@ def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any
         return args, batch(tuple(batch_shape), **options)
 
     register_operator(Operator(name, forward, shapes, jvp, vjp, flops, batch=None if batch is None else batched,
-                               device=device))
+                               device=device, spelling=spelling))
 
 
 def _full_slices(shape: Shape) -> tuple[tuple[Any, ...], ...]:
@@ -449,7 +451,9 @@ def _reshape_forward(x: np.ndarray, shape: Shape) -> np.ndarray:
 
 _unary_linear("reshape", _reshape_forward, _reshape_shapes,
               lambda dx, x, shape: reshape_node(dx, shape), lambda ct, x, shape: reshape_node(ct, x.shape),
-              batch=lambda batch_shape, shape: {"shape": batch_shape + tuple(shape)})
+              batch=lambda batch_shape, shape: {"shape": batch_shape + tuple(shape)},
+              # a copy of its own, as _fresh gives: the program may write into the result
+              spelling=lambda args, shape: f"{args[0]}.reshape({tuple(shape)!r}).copy()")
 
 
 # ---------------------------------------------------------------------------- reductions
@@ -737,8 +741,12 @@ class BasicKey:
     items: tuple[tuple[Any, ...], ...]
 
     def numpy(self) -> tuple[Any, ...]:
-        """The key NumPy indexes with."""
-        return tuple(item[1] if item[0] == "i" else _slice(*item[1:]) for item in self.items)
+        """The key NumPy indexes with (built once: a program indexes with it on every call)."""
+        key = self.__dict__.get("_numpy")
+        if key is None:
+            key = tuple(item[1] if item[0] == "i" else _slice(*item[1:]) for item in self.items)
+            object.__setattr__(self, "_numpy", key)
+        return key
 
     @property
     def shape(self) -> Shape:
@@ -754,6 +762,15 @@ class BasicKey:
                     + ("" if s.step == 1 else f":{s.step}"))
 
         return "[" + ", ".join(text(item) for item in self.items) + "]"
+
+
+def _subscript(key: BasicKey) -> str:
+    """``key`` as Python subscript source: what its ``repr`` writes between the brackets.
+
+    >>> _subscript(BasicKey((("s", 4, -2, 3), ("i", 1))))
+    '4::-2, 1'
+    """
+    return repr(key)[1:-1]
 
 
 def _slice(start: int, step: int, length: int) -> slice:
@@ -842,7 +859,8 @@ def _batched_key(batch_shape: Shape, key: BasicKey) -> BasicKey:
 _unary_linear("index", _index_forward, _index_shapes,
               lambda dx, x, key: index_node(dx, key),
               lambda ct, x, key: apply_operator("index_scatter", [ct], key=key, shape=x.shape)[0],
-              batch=lambda batch_shape, key: {"key": _batched_key(batch_shape, key)})
+              batch=lambda batch_shape, key: {"key": _batched_key(batch_shape, key)},
+              spelling=lambda args, key: f"{args[0]}[{_subscript(key)}].copy()")
 _unary_linear("index_scatter", _index_scatter, lambda a, key, shape: (tuple(shape),),
               lambda dt, t, key, shape: apply_operator("index_scatter", [dt], key=key, shape=shape)[0],
               lambda ct, t, key, shape: index_node(ct, key),

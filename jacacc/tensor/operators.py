@@ -79,6 +79,12 @@ class Operator:
         ``batched`` carry leading ``batch_shape`` axes, giving outputs with
         those axes in front — or ``None`` where it cannot.  Without one, a
         batch is applied element by element.
+    spelling : callable or None
+        ``spelling(args, **options)`` → one Python expression computing the operator's only output
+        from the NumPy arrays named by the source texts ``args``, which the straight-line program
+        (:mod:`jacacc.tensor.straightline`) writes inline instead of calling ``forward`` (a call
+        through the generic path costs microseconds a step, which small programs feel).  It must
+        give what ``forward`` gives: the interpreter keeps calling ``forward``.
     device : bool
         Whether ``forward`` also takes CuPy arrays (it is written against its arguments' array
         module, :func:`jacacc.ops.array_module`).  The evaluator refuses CuPy arrays for an
@@ -94,6 +100,7 @@ class Operator:
     in_place: tuple[tuple[int, str], ...] = ()
     batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
     device: bool = False
+    spelling: Callable[..., str] | None = None
 
 
 def register_operator(operator: Operator) -> None:

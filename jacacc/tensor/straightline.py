@@ -215,15 +215,20 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
             assign_name(k)
         elif kind == "op":
             operator, options, index, group = op
-            if group not in groups:
-                groups[group] = g = src.temporary()
-                src.line(f"{g} = {src.bind('op', operator.forward)}({', '.join(value(a) for a in args)}, "
-                         f"**{src.bind('options', options)})")
-                src.line(f"{g} = {g} if type({g}) is tuple else ({g},)")
-            assign(k, f"{groups[group]}[{index}]")
-            untaken[group] -= 1
-            if not untaken[group]:
-                src.line(f"del {groups[group]}")
+            if operator.spelling is not None and untaken[group] == 1 and group not in groups:
+                # a one-output operator that spells itself: its expression inline, no call
+                assign(k, operator.spelling([value(a) for a in args], **options))
+                untaken[group] = 0
+            else:
+                if group not in groups:
+                    groups[group] = g = src.temporary()
+                    src.line(f"{g} = {src.bind('op', operator.forward)}({', '.join(value(a) for a in args)}, "
+                             f"**{src.bind('options', options)})")
+                    src.line(f"{g} = {g} if type({g}) is tuple else ({g},)")
+                assign(k, f"{groups[group]}[{index}]")
+                untaken[group] -= 1
+                if not untaken[group]:
+                    src.line(f"del {groups[group]}")
         else:
             rest, scatters, shape = op
             for a in rest:

@@ -596,3 +596,38 @@ def test_extremum_weights_equal_numpys_mask_over_its_count(axes, layout, dtype):
         got = extremum_weights(x, axes, largest)
         assert got.dtype == want.dtype and got.flags.c_contiguous
         np.testing.assert_array_equal(got, want)
+
+
+@st.composite
+def _basic_keys(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    key = []
+    for n in shape:
+        if draw(st.booleans()):
+            key.append(draw(st.integers(-n, n - 1)))
+        else:
+            bound = st.one_of(st.none(), st.integers(-n - 1, n + 1))
+            key.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, -1, -2]))))
+    return shape, tuple(key)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_basic_keys())
+def test_inline_indexing_of_the_straight_line_equals_the_interpreter(drawn):
+    """Basic indexing and reshape spelled inline in the straight-line program (Operator.spelling)
+    give what the operators' forward functions give, and NumPy's own indexing."""
+    from jacacc.tensor.evaluate import Program
+    from jacacc.tensor.trace import trace
+
+    shape, key = drawn
+    x = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+
+    def f(x):
+        picked = x[key]
+        return np.reshape(picked, (-1,)) * 2.0 if picked.ndim else picked * 2.0
+
+    traced = trace(f, [x])
+    program = Program(traced.outputs, traced.inputs, np.float64)
+    straight, interpreted = program(x)[0], program.interpret(np, [x])[0]
+    np.testing.assert_array_equal(straight, interpreted)
+    np.testing.assert_array_equal(straight, f(x))
