@@ -35,10 +35,12 @@ from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,
     Tensor,
+    const,
     delta_expansion,
     fuse_einsums,
     node_flops,
     nodes_of,
+    with_args,
 )
 from jacacc.tensor.steps import (
     Contraction,
@@ -114,6 +116,55 @@ def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use:
     return found
 
 
+#: constant subexpressions up to this many entries are computed once when a program is planned
+FOLD_MAX_SIZE = 1 << 24
+
+
+def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[Tensor, ...]:
+    """``outputs`` with every largest subexpression that reads no variable computed now (in
+    ``dtype``, by a program of its own) and made a constant, so a program does not recompute it
+    on every call: a Hessian's slices of δ (``x[1:] - x[:-1]`` differentiated twice) were copied
+    and combined anew on each call.
+
+    Folded are operator applications, elementwise functions and sums without a δ scatter among
+    their terms, read by a node that does read a variable.  Not folded: einsums (the constructor folds small constant ones; a product
+    with δ or ones stays symbolic, a scatter or a broadcast, where folding would make it a dense
+    product), outputs (returned as copies, which costs what computing them costs) and
+    subexpressions over :data:`FOLD_MAX_SIZE` entries.
+
+    >>> from jacacc.tensor.arrays import BasicKey, index_node
+    >>> from jacacc.tensor.expr import const, einsum, var
+    >>> x = var("x", (100,))
+    >>> y = einsum("i,i->i", index_node(const(np.arange(200.0)), BasicKey((("s", 0, 2, 100),))), x)
+    >>> [a.kind for a in y.args], [a.kind for a in fold_constants([y])[0].args]
+    (['op', 'var'], ['const', 'var'])
+    """
+    order = nodes_of(outputs)
+    constant: dict[int, bool] = {}
+    for n in order:
+        constant[id(n)] = n.kind != "var" and all(constant[id(a)] for a in n.args)
+    read_by_variable = {id(a) for n in order if not constant[id(n)] for a in n.args}
+    targets = [n for n in order if constant[id(n)] and _foldable(n) and n.size <= FOLD_MAX_SIZE
+               and id(n) in read_by_variable and not any(n is y for y in outputs)]
+    if not targets:
+        return tuple(outputs)
+    values = Program(targets, [], dtype, fuse=False, fuse_kernels=False, fold=False)()
+    rebuilt: dict[int, Tensor] = {id(t): const(v) for t, v in zip(targets, values, strict=True)}
+    for n in order:
+        if id(n) not in rebuilt:
+            rebuilt[id(n)] = with_args(n, tuple(rebuilt[id(a)] for a in n.args))
+    return tuple(rebuilt[id(y)] for y in outputs)
+
+
+def _foldable(node: Tensor) -> bool:
+    """An operator application, an elementwise function, or a sum none of whose terms is a δ
+    scatter (a running sum adds a scatter along its diagonal; folded, it would be a dense array)."""
+    if node.kind in ("op", "unary"):
+        return True
+    return node.kind == "add" and not any(a.kind == "einsum" and delta_expansion(a.param, a.args) is not None
+                                          for a in node.args)
+
+
 class Program:
     """A planned evaluation of ``outputs`` given values of the ``var`` nodes in ``inputs``.
 
@@ -131,6 +182,8 @@ class Program:
         them as one Numba kernel each (:mod:`jacacc.tensor.fusion`); default
         :data:`jacacc.tensor.fusion.ENABLED`.  Off, or without Numba, every node is
         one NumPy call.
+    fold : bool, default True
+        Compute the subexpressions that read no variable once, here (:func:`fold_constants`).
 
     Examples
     --------
@@ -142,10 +195,11 @@ class Program:
     """
 
     def __init__(self, outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: Any = np.float64,
-                 fuse: bool = True, fuse_kernels: bool | None = None) -> None:
-        self.outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
+                 fuse: bool = True, fuse_kernels: bool | None = None, fold: bool = True) -> None:
         self.inputs = tuple(inputs)
         self.dtype = np.dtype(dtype)
+        outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
+        self.outputs = fold_constants(outputs, self.dtype) if fold else outputs
         planned = self.outputs
         if fusion.ENABLED if fuse_kernels is None else fuse_kernels:
             planned = fusion.fused_outputs(self.outputs, self.dtype)

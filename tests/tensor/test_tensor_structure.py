@@ -152,7 +152,11 @@ def _memory_cases():
 @pytest.mark.parametrize("name", list(_memory_cases()))
 def test_peak_memory_is_a_small_multiple_of_result_plus_inputs(name):
     """tracemalloc peak ≤ PEAK_FACTOR × (result + inputs), first call and warm call
-    (today's code: > 4 GB for the 5 MB Hessian of w @ w at n = 800)."""
+    (today's code: > 4 GB for the 5 MB Hessian of w @ w at n = 800).  Numba's compile of the
+    fused kernels is not the plan's memory: the same derivative runs once before, so the measured
+    first call (a new transformation: traced and planned again) finds its kernels compiled."""
+    warm_up, args = _memory_cases()[name]
+    warm_up(*args)
     derivative, args = _memory_cases()[name]
     result, first = _peak(lambda: derivative(*args))
     bound = PEAK_FACTOR * (result.nbytes + sum(a.nbytes for a in args))
