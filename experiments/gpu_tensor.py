@@ -32,10 +32,11 @@ skipped (recorded) where those are missing or see no GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -74,22 +75,42 @@ def timed(call: Callable[[], Any], repeats: int) -> float:
 
 
 # =========================================================================== regions
+@contextlib.contextmanager
+def every_region_a_kernel() -> Iterator[None]:
+    """No bound on a thread's serial sum while the block runs: every fused region a CUDA kernel."""
+    from jacacc.tensor import fusion
+
+    saved = fusion.CUDA_MAX_SERIAL
+    fusion.CUDA_MAX_SERIAL = 1 << 62
+    try:
+        yield
+    finally:
+        fusion.CUDA_MAX_SERIAL = saved
+
+
+def race(got: Any, fused: Any, unfused: Any, x: Any, y: Any, repeats: int) -> dict[str, float]:
+    """The fused program's result ``got`` checked against node by node, then both timed on (x, y)."""
+    import cupy as cp
+
+    want = unfused(x, y)[0]
+    error = float(cp.max(cp.abs(got - want)) / max(1.0, float(cp.max(cp.abs(want)))))
+    fused_s = timed(lambda: fused(x, y), repeats)
+    unfused_s = timed(lambda: unfused(x, y), repeats)
+    return {"max_rel_error": error, "fused_us": fused_s * 1e6, "unfused_us": unfused_s * 1e6,
+            "speedup": unfused_s / fused_s}
+
+
 def region_rows(sizes: tuple[int, ...], operations: tuple[int, ...], repeats: int) -> list[dict]:
     """Fused CUDA kernel against node by node (CuPy) for each region kind, k and n."""
     import cupy as cp
     from fusion_threshold import programs, region
 
-    from jacacc.tensor import fusion
-
     rows = []
-    saved = fusion.CUDA_MAX_SERIAL
-    fusion.CUDA_MAX_SERIAL = 1 << 62  # every region a CUDA kernel
-    try:
+    with every_region_a_kernel():
         for kind in ("elementwise", "reduction"):
             for k in operations:
                 for n in sizes:
-                    expression, inputs = region(kind, k, n)
-                    fused, unfused = programs(expression, inputs)
+                    fused, unfused = programs(*region(kind, k, n))
                     rng = np.random.default_rng(n + k)
                     x, y = (cp.asarray(rng.uniform(-1.0, 1.0, n)) for _ in range(2))
                     start = time.perf_counter()
@@ -98,20 +119,13 @@ def region_rows(sizes: tuple[int, ...], operations: tuple[int, ...], repeats: in
                     first = time.perf_counter() - start
                     kernels = [node.param for node in fused.nodes if node.kind == "fused"]
                     ran = all(kernel._cuda_kernel is not None for kernel in kernels)
-                    want = unfused(x, y)[0]
-                    error = float(cp.max(cp.abs(got - want)) / max(1.0, float(cp.max(cp.abs(want)))))
-                    fused_s = timed(lambda f=fused, x=x, y=y: f(x, y), repeats)
-                    unfused_s = timed(lambda f=unfused, x=x, y=y: f(x, y), repeats)
                     row = {"kind": kind, "operations": k, "n": n, "kernels": len(kernels), "cuda_ran": ran,
-                           "max_rel_error": error, "fused_us": fused_s * 1e6, "unfused_us": unfused_s * 1e6,
-                           "speedup": unfused_s / fused_s, "first_call_s": first,
+                           **race(got, fused, unfused, x, y, repeats), "first_call_s": first,
                            "work_per_thread": max((kern.region.work for kern in kernels), default=0)
                            / max(1, int(np.prod(got.shape)))}
                     rows.append(row)
                     note(f"{kind:<11} k={k} n={n:<9} fused {row['fused_us']:9.1f} µs  node by node "
                          f"{row['unfused_us']:9.1f} µs  speed-up {row['speedup']:.2f}  (CUDA ran: {ran})")
-    finally:
-        fusion.CUDA_MAX_SERIAL = saved
     return rows
 
 
@@ -135,29 +149,19 @@ def row_rows(total: int, lengths: tuple[int, ...], operations: tuple[int, ...], 
     import cupy as cp
     from fusion_threshold import programs
 
-    from jacacc.tensor import fusion
-
     out = []
-    saved = fusion.CUDA_MAX_SERIAL
-    fusion.CUDA_MAX_SERIAL = 1 << 62  # every region a CUDA kernel
-    try:
+    with every_region_a_kernel():
         for k in operations:
             for length in lengths:
                 rows = total // length
                 fused, unfused = programs(*row_region(k, rows, length))
                 rng = np.random.default_rng(length + k)
                 x, y = (cp.asarray(rng.uniform(-1.0, 1.0, (rows, length))) for _ in range(2))
-                got, want = fused(x, y)[0], unfused(x, y)[0]
-                error = float(cp.max(cp.abs(got - want)) / max(1.0, float(cp.max(cp.abs(want)))))
-                fused_s = timed(lambda f=fused, x=x, y=y: f(x, y), repeats)
-                unfused_s = timed(lambda f=unfused, x=x, y=y: f(x, y), repeats)
-                row = {"kind": "rows", "operations": k, "rows": rows, "length": length, "max_rel_error": error,
-                       "fused_us": fused_s * 1e6, "unfused_us": unfused_s * 1e6, "speedup": unfused_s / fused_s}
+                row = {"kind": "rows", "operations": k, "rows": rows, "length": length,
+                       **race(fused(x, y)[0], fused, unfused, x, y, repeats)}
                 out.append(row)
                 note(f"rows k={k} {rows:>8} rows of {length:<6} fused {row['fused_us']:9.1f} µs  node by node "
                      f"{row['unfused_us']:9.1f} µs  speed-up {row['speedup']:.2f}")
-    finally:
-        fusion.CUDA_MAX_SERIAL = saved
     return out
 
 

@@ -127,10 +127,10 @@ def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[
     and combined anew on each call.
 
     Folded are operator applications, elementwise functions and sums without a δ scatter among
-    their terms, read by a node that does read a variable.  Not folded: einsums (the constructor folds small constant ones; a product
-    with δ or ones stays symbolic, a scatter or a broadcast, where folding would make it a dense
-    product), outputs (returned as copies, which costs what computing them costs) and
-    subexpressions over :data:`FOLD_MAX_SIZE` entries.
+    their terms, read by a node that does read a variable.  Not folded: einsums (the constructor
+    folds small constant ones; a product with δ or ones stays symbolic, a scatter or a broadcast,
+    where folding would make it a dense product), outputs (returned as copies, which costs what
+    computing them costs) and subexpressions over :data:`FOLD_MAX_SIZE` entries.
 
     >>> from jacacc.tensor.arrays import BasicKey, index_node
     >>> from jacacc.tensor.expr import const, einsum, var
@@ -144,8 +144,9 @@ def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[
     for n in order:
         constant[id(n)] = n.kind != "var" and all(constant[id(a)] for a in n.args)
     read_by_variable = {id(a) for n in order if not constant[id(n)] for a in n.args}
+    output_ids = {id(y) for y in outputs}
     targets = [n for n in order if constant[id(n)] and _foldable(n) and n.size <= FOLD_MAX_SIZE
-               and id(n) in read_by_variable and not any(n is y for y in outputs)]
+               and id(n) in read_by_variable and id(n) not in output_ids]
     if not targets:
         return tuple(outputs)
     values = Program(targets, [], dtype, fuse=False, fuse_kernels=False, fold=False)()

@@ -672,13 +672,9 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
     the total shrinks.  At equal FLOPs they stay apart: a product kept apart can join a fused
     region (:mod:`jacacc.tensor.fusion`) where one einsum that sums and spreads over new axes
     (``sum(A**2, 1)[:, None]`` against a matrix, inlined) writes the whole spread array.
-
-    A product path plans the pairwise products but cannot sum an operand's own letters before
-    broadcasting it: ``Σ_k A[i,k]²`` spread over ``j`` by a ones factor (``sum(A**2, 1)[:, None]``
-    against a matrix), inlined, is ``Σ_k`` inside an ``i × j × k`` loop instead of ``i × k`` then
-    ``i × j``.
     """
-
+    if not any(inline):
+        return _inline_operands(subscripts, args, inline, max_operands)
     existing = {id(b) for a in args for b in (a, *a.args)}
 
     def cost(flags: list[bool]) -> tuple[int, Tensor]:
@@ -687,11 +683,11 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
         # a product that simplifies to one of its operands (a unit axis put in and summed out) costs nothing
         return (0 if id(fused) in existing else node_flops(fused)) + apart, fused
 
-    everything, fused = cost(inline)
-    if not any(inline) or everything < cost([False] * len(args))[0]:
-        return fused
     flags = [False] * len(args)
     best, fused = cost(flags)
+    everything, candidate = cost(inline)
+    if everything < best:
+        return candidate
     for k, flagged in enumerate(inline):
         if flagged:
             trial = flags[:k] + [True] + flags[k + 1:]
