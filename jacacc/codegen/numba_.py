@@ -279,9 +279,12 @@ class NumbaBackend(Backend):
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         numba = require_extra("numba", "cpu")
-        filename = register_source(source, self.name)
+        # the helpers written into their callers' statements (Numba's own inlining costs a copy of
+        # the helper's IR per call); ``source`` stays the readable text
+        text = kernels.inline_helpers(source, kernels.HELPER_NAMES)
+        filename = register_source(text, self.name)
         namespace: dict[str, Any] = {"__name__": f"jacacc_numba_{filename[-13:-1]}"}
-        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+        exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
         dispatcher = namespace["kernel"]
         nb_type = getattr(numba.types, dtype)
         signature = (nb_type[:, ::1], nb_type[:, ::1], nb_type[:, ::1])

@@ -19,7 +19,9 @@ its own, so no element is written twice: no atomics, no scatter.
 * :mod:`~jacacc.kernels.functions`: what every code generator of jacacc
   prints for the table's functions, read from :mod:`jacacc.ops` — their
   spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_tanh``,
-  ``_erf``) and the Numba and CUDA preambles.
+  ``_erf``) and the Numba and CUDA preambles;
+* :mod:`~jacacc.kernels.inline`: the helpers written into the statements that
+  call them (:func:`inline_helpers`) before Numba compiles a module.
 
 Who emits through the layer: elementwise functions and their derivatives
 (:mod:`jacacc.elementwise.compiled`) and the tensor evaluator's fused regions
@@ -51,6 +53,7 @@ from __future__ import annotations
 # the functions' spellings, helpers and preambles load with the scalar core (jacacc.codegen prints
 # through them); the emitters, which read the elementwise IR, load on first access (PEP 562)
 from jacacc.kernels.functions import (
+    HELPER_NAMES,
     SMALL_VECTOR_MATH,
     VECTOR_MATH,
     call_text,
@@ -65,6 +68,7 @@ from jacacc.kernels.functions import (
     vector_math_source,
     vector_math_used,
 )
+from jacacc.kernels.inline import inline_helpers
 from jacacc.lazy import lazy_attributes
 
 #: public name → the submodule defining it (imported on first access)
@@ -77,6 +81,7 @@ _LAZY = {
 
 __all__ = [
     "CUDA_KERNEL_NAME",
+    "HELPER_NAMES",
     "NUMBA_PARALLEL_MAX_CHARS",
     "PARALLEL_MIN_ELEMENTS",
     "SMALL_VECTOR_MATH",
@@ -91,6 +96,7 @@ __all__ = [
     "fastmath_text",
     "helper_set",
     "host_kernel",
+    "inline_helpers",
     "interior_split",
     "kernel_cache_dir",
     "last_factor",

@@ -46,7 +46,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["CUDA_PRELUDE", "SMALL_VECTOR_MATH", "VECTOR_MATH", "call_text", "calls", "cuda_preamble", "fastmath_text", "modules",
+__all__ = ["CUDA_PRELUDE", "HELPER_NAMES", "SMALL_VECTOR_MATH", "VECTOR_MATH", "call_text", "calls", "cuda_preamble", "fastmath_text", "modules",
            "helper_set", "numba_preamble", "slow_in_kernels", "spelling", "spellings", "vector_math_source", "vector_math_used"]
 
 #: operations with a generated vectorizable Numba helper ``_name`` (:attr:`jacacc.ops.Operation.vector_math`)
@@ -55,6 +55,8 @@ VECTOR_MATH = frozenset(op.name for op in ops.iterate() if op.vector_math)
 SMALL_VECTOR_MATH = frozenset(op.name for op in ops.iterate() if op.vector_math == "small")
 #: the helpers this module can write (a table entry flagged ``vector_math`` must be one of them)
 _HELPERS = ("exp", "log", "tanh", "erf")
+#: the names of the helpers in generated Numba source (what :func:`~jacacc.kernels.inline.inline_helpers` replaces)
+HELPER_NAMES = frozenset(f"_{name}" for name in _HELPERS)
 if not VECTOR_MATH <= set(_HELPERS) or {op.vector_math for op in ops.iterate()} - {"", "small", "large"}:
     raise RuntimeError(  # pragma: no cover - a table entry this module has no helper for
         "jacacc.ops flags vector_math (small or large) on an operation jacacc.kernels.functions writes no helper "
@@ -234,7 +236,9 @@ def vector_math_source(used: Iterable[str], fastmath: bool | Iterable[str] | str
     """Source lines of the ``@njit(inline='always')`` helpers ``_exp``, ``_log``, ``_erf``,
     ``_tanh`` that the operations ``used`` need (those of :data:`VECTOR_MATH` among them; the
     helpers they call themselves come along), jitted with Numba's ``fastmath`` (flags, a bool, or
-    its text: :func:`fastmath_text`).
+    its text: :func:`fastmath_text`).  The generators compile their modules through
+    :func:`~jacacc.kernels.inline.inline_helpers`, which writes each call into the statement
+    that makes it; Numba inlines only the calls left under a guard.
 
     Examples
     --------
@@ -321,7 +325,8 @@ def vector_math_source(used: Iterable[str], fastmath: bool | Iterable[str] | str
         c0, c1, c2 = (repr(tables[name][0]) for name, _, _ in intervals)
         lines += [
             f"    y = t * b1 - b2 + ({c0} if r0 else ({c1} if r1 else {c2}))",
-            "    e = a * y if r0 else 1.0 - _exp(-a * a) * y",
+            "    g = _exp(-a * a)",  # out of the conditional: inline_helpers writes it into the statements
+            "    e = a * y if r0 else 1.0 - g * y",
             "    e = 1.0 if a >= 6.0 else e",
             "    return -e if x < 0.0 else e",
         ]
