@@ -25,12 +25,11 @@ function (:mod:`jacacc.tensor.straightline`), fused (every region fused:
 ``FUSION_MIN_SIZE`` set to 0) and unfused (``Program(..., fuse_kernels=False)``),
 after checking that both agree.  The record gives, per kind and k, the
 smallest size from which the kernel is not slower at every larger size
-measured (the crossover: one Numba dispatch against k NumPy calls), and the
-threshold :data:`jacacc.tensor.fusion.FUSION_MIN_SIZE`: the smallest size from
-which no region is slower and the least-gaining one (two operations) is
-clearly faster (:data:`CLEAR_GAIN`) — below it a region saves a few tenths of
-a microsecond per call, which does not repay its compilation (0.1–0.5 s, a few
-milliseconds from the disk cache).  Writes ``results/fusion_threshold.json``.
+measured (the crossover: one Numba dispatch against k NumPy calls), and those
+crossovers as the table :data:`jacacc.tensor.fusion.FUSION_MIN_SIZE` holds
+(``min_sizes``: per kind, the sizes by k where they change).  Fusing a region
+costs its compilation once (0.1–0.5 s, a few milliseconds from the disk
+cache), as ``jax.jit`` compiles a function on its first call.  Writes ``results/fusion_threshold.json``.
 
 Usage::
 
@@ -63,8 +62,6 @@ SIZES = (10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_0
 SLOW_RATIO = 1.5
 #: a speed-up above this is "not slower" (timings on a shared machine vary by a few per cent)
 NOISE = 0.95
-#: the speed-up the least-gaining region (two operations) must reach at the threshold and above
-CLEAR_GAIN = 1.25
 OPERATIONS = tuple(range(2, 9))
 
 
@@ -177,15 +174,20 @@ def crossovers(rows: list[dict[str, Any]]) -> dict[str, dict[int, int | None]]:
     return out
 
 
-def threshold(rows: list[dict[str, Any]]) -> int | None:
-    """The smallest size from which, at every larger size too, no region is slower fused (beyond
-    :data:`NOISE`) and the least-gaining one — two operations — gains clearly (:data:`CLEAR_GAIN`)."""
-    for size in sorted({r["n"] for r in rows}):
-        above = [r for r in rows if r["n"] >= size]
-        if all(r["speedup"] >= NOISE for r in above) and all(
-                r["speedup"] >= CLEAR_GAIN for r in above if r["operations"] == min(x["operations"] for x in rows)):
-            return size
-    return None
+def min_sizes(found: dict[str, dict[int, int | None]]) -> dict[str, dict[int, int | None]]:
+    """The crossovers as :data:`jacacc.tensor.fusion.FUSION_MIN_SIZE` holds them: per kind, the
+    size by number of operations where it changes (more operations take the last entry).
+
+    >>> min_sizes({"elementwise": {2: 300, 3: 100, 4: 10, 5: 10}, "reduction": {2: 10, 3: 10}})
+    {'elementwise': {2: 300, 3: 100, 4: 10}, 'reduction': {2: 10}}
+    """
+    table: dict[str, dict[int, int | None]] = {}
+    for kind, sizes in found.items():
+        table[kind] = {}
+        for k, size in sorted(sizes.items()):
+            if not table[kind] or list(table[kind].values())[-1] != size:
+                table[kind][k] = size
+    return table
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -229,12 +231,12 @@ def _measure_and_record(argv: list[str] | None) -> int:
             for kind in ("elementwise", "reduction") for k in operations for n in sizes]
     print(table(rows))
     found = crossovers(rows)
-    chosen = threshold(rows)
+    chosen = min_sizes(found)
     print(f"crossovers: {found}")
-    print(f"threshold: {chosen} elements")
+    print(f"FUSION_MIN_SIZE: {chosen}")
     path = os.path.join(options.out, "results", f"{EXPERIMENT}.json")
-    write_record(path, EXPERIMENT, {"rows": rows, "crossovers": found, "threshold": chosen, "noise": NOISE,
-                                    "clear_gain": CLEAR_GAIN, "functions": functions, "slow_ratio": SLOW_RATIO,
+    write_record(path, EXPERIMENT, {"rows": rows, "crossovers": found, "min_sizes": chosen, "noise": NOISE,
+                                    "functions": functions, "slow_ratio": SLOW_RATIO,
                                     "slow_in_kernels": slow},
                  parameters={"sizes": list(sizes), "operations": list(operations), "quick": options.quick,
                              "threads": 1, "repeats": repeats, "min_time_s": budget}, seed=options.seed)

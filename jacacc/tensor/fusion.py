@@ -41,20 +41,20 @@ kernel argument, read at the letters of its axes: transposes and broadcasts
 are index maps.
 
 A region becomes a kernel when it replaces at least :data:`MIN_OPERATIONS`
-NumPy calls and its loop runs at least :data:`FUSION_MIN_SIZE` = 1000
-iterations (the root's elements, times the extents it sums over).  Measured by
+NumPy calls and its loop runs at least :data:`FUSION_MIN_SIZE` iterations (the
+root's elements, times the extents it sums over), a size per kind of region
+(elementwise, or ending in a sum) and number of calls replaced.  Measured by
 ``experiments/fusion_threshold.py`` (``results/fusion_threshold.json``; one
 thread, chains of 2–8 operations and the same chains summed, 10–10⁶ elements,
-the program's straight-line function fused against unfused): a kernel call
-(one Numba dispatch, about 1.6 µs with its output's allocation) is not slower
-than NumPy's calls at any size measured — two operations on 10 elements take
-1.6 µs fused against 1.9 µs — so the launch never decides.  The threshold is
-where the least-gaining region, two operations, becomes clearly faster (1.28×
-at 10³ elements, 1.39× at 3·10³, 1.6× from 3·10⁴; 1.2× below): under it a
-region saves a few tenths of a microsecond per call, too little to repay its
-compilation (0.1–0.5 s once, a few milliseconds from the disk cache), and
-small programs stay free of compiling.  Longer chains gain 1.3–2.6× at every
-size, sums of them 1.7–4×; memory-bound sizes (10⁶) 2–9×.
+the program's straight-line function fused against unfused): the sizes are the
+crossovers, from which the kernel was not slower at any larger size.  A kernel
+call (one Numba dispatch with its output's allocation, about 1.6 µs) was not
+slower than NumPy's calls at any size in the recorded run, so every region of 10
+elements or more is fused: two operations gain 1.07–1.3× below 10³ elements and
+1.3–1.9× above, chains of four to eight 1.7–2.9×, sums of them 1.8–4×.  A region
+costs its compile on the program's first call (0.1–0.5 s, a few milliseconds
+from the disk cache), as ``jax.jit`` compiles on the first call; the first call
+of every objective of the breadth benchmark stays under 1 s.
 
 Kernels compile on first use and are cached in memory by their source (and per
 argument type by Numba) and on disk under
@@ -118,12 +118,16 @@ from jacacc.tensor.expr import UNARY, Tensor, delta_expansion, node_flops, nodes
 
 __all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs",
-           "numba_available"]
+           "min_size_of", "numba_available"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
-#: the fewest loop iterations a region needs to become a kernel (measured: module docstring)
-FUSION_MIN_SIZE = 1000
+#: the fewest loop iterations a region needs to become a kernel, by what its root does
+#: (``"elementwise"`` or ``"reduction"``) and how many NumPy operations it replaces: the crossovers
+#: measured by ``experiments/fusion_threshold.py`` (from that size on the kernel was not slower at
+#: any size measured; module docstring); more operations than listed take the last entry.  An int
+#: instead applies to every region (0: fuse every region).
+FUSION_MIN_SIZE: int | dict[str, dict[int, int]] = {"elementwise": {2: 10}, "reduction": {2: 10}}
 #: the fewest NumPy operations a region needs to become a kernel (one alone gains nothing)
 MIN_OPERATIONS = 2
 #: a summing einsum is memory-bound, and fusable as a region's root, when the product of the
@@ -311,7 +315,26 @@ def _root_place(slot: int, node: Tensor) -> _Place:
 
 
 # ----------------------------------------------------------------------------- regions
-def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
+def min_size_of(kind: str, operations: int, min_size: int | dict[str, dict[int, int]] | None = None) -> int:
+    """The fewest loop iterations a region of ``kind`` (``"elementwise"``, ``"reduction"``)
+    replacing ``operations`` NumPy calls needs to become a kernel under ``min_size`` (default
+    :data:`FUSION_MIN_SIZE`: an int for every region, or per kind the sizes by operations).
+
+    Examples
+    --------
+    >>> table = {"elementwise": {2: 300, 3: 100, 4: 10}, "reduction": {2: 10}}
+    >>> min_size_of("elementwise", 2, table), min_size_of("elementwise", 9, table), min_size_of("reduction", 3, 50)
+    (300, 10, 50)
+    """
+    table = FUSION_MIN_SIZE if min_size is None else min_size
+    if isinstance(table, int):
+        return table
+    sizes = table[kind]
+    listed = [k for k in sorted(sizes) if k <= operations]
+    return sizes[listed[-1]] if listed else sizes[min(sizes)]
+
+
+def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, int]] | None = None,
                  min_operations: int | None = None) -> list[Region]:
     """The regions of the DAG of ``outputs`` worth a kernel (see the module docstring).
 
@@ -319,8 +342,9 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
     ----------
     outputs : sequence of Tensor
         A program's outputs (never a member of a region; a region's root may be one).
-    min_size : int, optional
-        The fewest loop iterations of a region (default :data:`FUSION_MIN_SIZE`).
+    min_size : int or dict, optional
+        The fewest loop iterations of a region: one number, or per kind and number of
+        operations as :data:`FUSION_MIN_SIZE` (the default; :func:`min_size_of`).
     min_operations : int, optional
         The fewest NumPy operations of a region (default :data:`MIN_OPERATIONS`).
 
@@ -337,7 +361,6 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
     >>> [([n.kind for n in r.members], r.operations) for r in find_regions([y], min_size=0)]
     [(['unary', 'unary'], 2)]
     """
-    min_size = FUSION_MIN_SIZE if min_size is None else min_size
     min_operations = MIN_OPERATIONS if min_operations is None else min_operations
     nodes = nodes_of(outputs)
     slot = {id(n): k for k, n in enumerate(nodes)}
@@ -377,9 +400,10 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | None = None,
     for k, place in places.items():
         groups.setdefault(place.root, []).append(k)
     regions = []
-    for _, members in sorted(groups.items()):
+    for root, members in sorted(groups.items()):
         region = _region(nodes, sorted(members))
-        if region.operations >= min_operations and region.work >= min_size and not region.transposed:
+        least = min_size_of(kinds[root], region.operations, min_size)
+        if region.operations >= min_operations and region.work >= least and not region.transposed:
             regions.append(region)
     return regions
 
@@ -701,7 +725,7 @@ def numba_available() -> bool:
     return True
 
 
-def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | None = None) -> tuple[Tensor, ...]:
+def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[str, dict[int, int]] | None = None) -> tuple[Tensor, ...]:
     """``outputs`` with each region of :func:`find_regions` replaced by one node of kind
     ``"fused"`` (its parameter a :class:`FusedKernel`, its operands the region's inputs);
     ``outputs`` unchanged where there is none or Numba is missing.

@@ -414,7 +414,8 @@ def _einsum_cost(node) -> int:
         return 0
     shapes = [a.shape for a in node.args]
     sizes = {c: n for labels, shape in zip(inputs, shapes, strict=True) for c, n in zip(labels, shape, strict=True)}
-    _, kind, planned, _, _ = Program([node], [n for n in nodes_of([node]) if n.kind == "var"], fuse=False)._steps[-1]
+    _, kind, planned, _, _ = Program([node], [n for n in nodes_of([node]) if n.kind == "var"], fuse=False,
+                                     fuse_kernels=False)._steps[-1]
     if kind == "scatter":  # a δ scatter: only its core contraction computes
         expansion, planned, _ = planned
         core_inputs, _, core_out = expansion.core.partition("->")

@@ -37,6 +37,8 @@ pytest.importorskip("numba")
 
 RTOL = 1e-12
 REPO = Path(__file__).resolve().parents[2]
+#: the threshold as shipped (every test here sets it to 0)
+SHIPPED_MIN_SIZE = fusion.FUSION_MIN_SIZE
 
 
 @pytest.fixture(scope="module")
@@ -472,3 +474,16 @@ def test_fused_regions_run_node_by_node_where_a_cuda_kernel_would_not_pay() -> N
     values = np.linspace(-1.0, 1.0, 100_000)
     _close(kernel.evaluate(np, [values]), np.tanh(values + 1.0))
     assert kernel._cuda_kernel is None
+
+
+def test_the_fusion_threshold_is_the_recorded_measurement() -> None:
+    """FUSION_MIN_SIZE holds the crossovers experiments/fusion_threshold.py recorded, as its
+    ``min_sizes`` gives them (a rerun that moves them must move the constant too)."""
+    from jacacc.bench import read_record
+
+    record = read_record(REPO / "results" / "fusion_threshold.json")["results"]
+    recorded = {kind: {int(k): size for k, size in sizes.items()} for kind, sizes in record["min_sizes"].items()}
+    assert SHIPPED_MIN_SIZE == recorded
+    for kind, sizes in record["crossovers"].items():
+        for k, size in sizes.items():
+            assert fusion.min_size_of(kind, int(k), recorded) == size
