@@ -669,11 +669,11 @@ def _lu_flops(a: Shape, **_: Any) -> int:
 
 def _register_lu() -> None:
     register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, _zero_jvp, _zero_vjp, _lu_flops,
-                               in_place=((0, "overwrite_a"),)))
+                               in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp, _getrs_vjp,
-                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1]))
+                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True))
     register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp, _getri_vjp,
-                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),)))
+                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True))
     register_operator(Operator("slogdet_lu", _slogdet_forward, _slogdet_shapes, _slogdet_jvp, _slogdet_vjp,
                                lambda a, *_, **__: math.prod(a[:-1])))
 
@@ -794,9 +794,9 @@ def _register() -> None:
     from jacacc.linalg import routines
 
     register_operator(Operator("gelqf", routines.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
-                               in_place=((0, "overwrite_a"),)))
+                               in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("syevd", routines.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
-                               in_place=((0, "overwrite_a"),)))
+                               in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
                                _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))
     for name, kernel, shapes, build, adjoint in [

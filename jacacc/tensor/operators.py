@@ -85,6 +85,12 @@ class Operator:
         (:mod:`jacacc.tensor.straightline`) writes inline instead of calling ``forward`` (a call
         through the generic path costs microseconds a step, which small programs feel).  It must
         give what ``forward`` gives: the interpreter keeps calling ``forward``.
+    scipy_blas : bool
+        Whether ``forward`` calls SciPy's BLAS or LAPACK.  NumPy and SciPy each load their own
+        OpenBLAS, each with a thread pool that spins after a call; a program alternating them on
+        two threads ran no faster than on one (potrf's backward at n = 1024: NumPy's GEMM between
+        SciPy's potrf and trsm calls, 139 ms, against 74 ms all in SciPy).  The straight-line
+        program runs its matrix products through SciPy's BLAS where one of its operators has this.
     device : bool
         Whether ``forward`` also takes CuPy arrays (it is written against its arguments' array
         module, :func:`jacacc.ops.array_module`).  The evaluator refuses CuPy arrays for an
@@ -101,6 +107,7 @@ class Operator:
     batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
     device: bool = False
     spelling: Callable[..., str] | None = None
+    scipy_blas: bool = False
 
 
 def register_operator(operator: Operator) -> None:

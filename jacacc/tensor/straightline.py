@@ -15,6 +15,12 @@ inlining (a δ scatter, a general function, an elementwise function of the
 operation table, a fused region's kernel: :mod:`jacacc.tensor.fusion`) is
 called through a name bound in the function's globals.
 
+Where the program calls SciPy's BLAS or LAPACK (an operator with
+:attr:`~jacacc.tensor.operators.Operator.scipy_blas`), its matrix products go
+through SciPy's BLAS too (:func:`scipy_matmul`): NumPy and SciPy each load an
+OpenBLAS, and their two thread pools, alternating, ran potrf's backward on two
+threads no faster than on one.
+
 NumPy only: CuPy arrays go through the interpreter
 (:meth:`~jacacc.tensor.evaluate.Program.__call__`), which the straight-line
 function reproduces step for step.
@@ -42,7 +48,7 @@ import numpy as np
 from jacacc import ops
 from jacacc.tensor import steps
 
-__all__ = ["compile_program"]
+__all__ = ["EINSUM", "compile_program", "scipy_matmul"]
 
 
 def _c_einsum() -> Callable[..., Any]:
@@ -64,6 +70,30 @@ def _c_einsum() -> Callable[..., Any]:
 EINSUM = _c_einsum()
 
 
+def scipy_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` through SciPy's BLAS ``?gemm`` for two float32 or float64 matrices of one dtype
+    (C-ordered, as ``@`` gives it), ``a @ b`` itself otherwise.  The straight-line program calls
+    it for its matrix products when one of its operators calls SciPy's BLAS or LAPACK
+    (:attr:`~jacacc.tensor.operators.Operator.scipy_blas`): one OpenBLAS thread pool instead of
+    NumPy's and SciPy's contending.
+
+    >>> a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    >>> bool(np.array_equal(scipy_matmul(a, b), a @ b)), scipy_matmul(a, b).flags.c_contiguous
+    (True, True)
+    """
+    if (a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float64, np.float32)
+            or 0 in a.shape or 0 in b.shape):
+        return a @ b
+    from scipy.linalg import blas
+
+    gemm = blas.dgemm if a.dtype == np.float64 else blas.sgemm
+    # C = a b in C order is Cᵀ = bᵀ aᵀ in Fortran order: each factor passed as the Fortran
+    # matrix it is, transposed by the flag, so that nothing is copied
+    x, transpose_x = (b.T, False) if b.flags.c_contiguous else (b, True)
+    y, transpose_y = (a.T, False) if a.flags.c_contiguous else (a, True)
+    return gemm(1.0, x, y, trans_a=transpose_x, trans_b=transpose_y).T
+
+
 class _Source:
     """Lines of the function being written, and the objects its globals bind."""
 
@@ -72,6 +102,8 @@ class _Source:
         self.env: dict[str, Any] = {"np": np, "einsum": EINSUM}
         self.constants: set[str] = set()
         self._temporaries = 0
+        #: the name matrix products call (:func:`scipy_matmul`), or "" for NumPy's ``@``
+        self.matmul = ""
 
     def line(self, text: str) -> None:
         self.lines.append("    " + text)
@@ -135,7 +167,7 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
             operands = pairs[::-1] if swap else pairs
             a, b = (_folded(operand, term, perm, matrix, extent)
                     for (operand, term), perm, matrix in zip(operands, (pa, pb), (sa, sb), strict=True))
-            text = f"({a} @ {b})"
+            text = f"{src.matmul}({a}, {b})" if src.matmul else f"({a} @ {b})"
             if shape != (sa[0], sb[1]):
                 text = f"{text}.reshape({shape!r})"
             if final is not None:
@@ -164,6 +196,8 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
     """The straight-line Python function evaluating ``program`` on NumPy arrays (see the
     module docstring); its source is the ``source`` attribute."""
     src = _Source()
+    if any(kind == "op" and op[0].scipy_blas for _, kind, op, _, _ in program._steps):
+        src.matmul = src.bind("matmul", scipy_matmul)
     constants = {k: src.constant(v) for k, v in program._constants.items()}
     defined: set[int] = set()
     name_of: dict[int, str] = {}

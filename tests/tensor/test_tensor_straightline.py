@@ -75,3 +75,50 @@ def test_a_wrong_shape_is_refused_by_name():
     program = next(iter(g.plans.values()))
     with pytest.raises(ValueError, match=r"argument 'x0?'? has shape \(4,\).*\(3,\)|has shape \(4,\)"):
         program(np.ones(4))
+
+
+# ----------------------------------------------------------------------------- SciPy's BLAS for products
+def test_scipy_matmul_equals_numpy_on_every_layout():
+    from jacacc.tensor.straightline import scipy_matmul
+
+    a, b = RNG.normal(size=(5, 7)), RNG.normal(size=(7, 4))
+    layouts = {"C": lambda m: np.ascontiguousarray(m), "F": lambda m: np.asfortranarray(m),
+               "strided": lambda m: np.repeat(m, 2, axis=1)[:, ::2]}
+    for la, fa in layouts.items():
+        for lb, fb in layouts.items():
+            x, y = fa(a), fb(b)
+            got = scipy_matmul(x, y)
+            np.testing.assert_allclose(got, x @ y, rtol=1e-14, atol=1e-14, err_msg=f"{la} @ {lb}")
+            assert got.flags.c_contiguous and got.dtype == np.float64
+    got32 = scipy_matmul(a.astype(np.float32), b.astype(np.float32))
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, a @ b, rtol=1e-5, atol=1e-5)
+    # what ?gemm does not take goes to @: batches, vectors, mixed dtypes, empty factors
+    batch = RNG.normal(size=(2, 5, 7))
+    np.testing.assert_array_equal(scipy_matmul(batch, b), batch @ b)
+    np.testing.assert_array_equal(scipy_matmul(a, b[:, 0]), a @ b[:, 0])
+    assert scipy_matmul(a, b.astype(np.float32)).dtype == np.float64
+    assert scipy_matmul(np.ones((3, 0)), np.ones((0, 2))).tolist() == [[0.0, 0.0]] * 3
+
+
+def test_programs_calling_scipy_lapack_multiply_through_scipy_blas():
+    """potrf's backward multiplies Lᵀ L̄ between SciPy's potrf and trsm calls: through SciPy's BLAS,
+    so one OpenBLAS thread pool runs the program; a program of NumPy steps only keeps ``@``."""
+    from jacacc.tensor.evaluate import Program
+
+    A, ct = _spd(6), np.tril(RNG.normal(size=(6, 6)))
+    _, pullback = jt.vjp(lambda A: linalg.potrf(A), A)
+    (got,) = pullback(ct)
+    # the pullback's program, from the closure jt.vjp returns
+    [program] = [c.cell_contents for c in pullback.__closure__ if isinstance(c.cell_contents, Program)]
+    source = program._straight_line.source
+    assert "matmul" in source and " @ " not in source
+    L = np.linalg.cholesky(A)
+    Lbar = ct
+    phi = np.tril(L.T @ Lbar) - 0.5 * np.diag(np.diag(L.T @ Lbar))
+    P = np.linalg.solve(L.T, np.linalg.solve(L.T, phi.T).T)
+    np.testing.assert_allclose(got, 0.5 * (P + P.T), rtol=1e-10, atol=1e-12)
+    plain = jt.grad(lambda x, M: np.sum(np.tanh(M @ x)))
+    plain(RNG.normal(size=3), RNG.normal(size=(4, 3)))
+    (only,) = plain.plans.values()
+    assert "matmul" not in only._straight_line.source
