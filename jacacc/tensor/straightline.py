@@ -48,7 +48,7 @@ import numpy as np
 from jacacc import ops
 from jacacc.tensor import steps
 
-__all__ = ["EINSUM", "compile_program", "scipy_matmul"]
+__all__ = ["compile_program", "scipy_matmul"]
 
 
 def _c_einsum() -> Callable[..., Any]:
@@ -66,7 +66,7 @@ def _c_einsum() -> Callable[..., Any]:
     return np.einsum  # pragma: no cover - every NumPy from 1.21 on has one of the two
 
 
-#: what the straight-line source calls for an einsum step (:func:`_c_einsum`)
+# what the straight-line source calls for an einsum step (_c_einsum)
 EINSUM = _c_einsum()
 
 
