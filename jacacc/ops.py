@@ -573,13 +573,13 @@ def array_module(arrays: Any) -> Any:
 
 
 #: Python number types: with float64 arrays they give float64 in every NumPy (NEP 50 or not)
-_FLOAT64 = {float: True, int: True}
+_PYTHON_NUMBERS = (float, int)
 
 
 def _indicator(condition: Any, *like: Any) -> Any:
     """``condition`` as 1.0 / 0.0 in the floating type of ``like`` (float32 stays float32), an
     array of ``condition``'s array module (NumPy or CuPy)."""
-    if type(condition) is np.ndarray and all(_FLOAT64.get(type(a), False) or
+    if type(condition) is np.ndarray and all(type(a) in _PYTHON_NUMBERS or
                                              (type(a) is np.ndarray and a.dtype == np.float64) for a in like):
         # float64 arrays and Python numbers, the common case: float64 without np.result_type and
         # the module lookup (4.0 -> 2.1 µs for [a != 0] on 128 x 8, a step of every max's gradient)
