@@ -536,6 +536,10 @@ def _binary(fn: str, a: Any, b: Any) -> Expr:
     return apply(fn, a, b)
 
 
+#: the names of the builders :func:`_make_function` made (exported: one list, kept by the maker)
+_EXPR_FUNCTIONS: list[str] = []
+
+
 def _make_function(name: str) -> Callable[..., Expr]:
     spec = FUNCTIONS[name]
 
@@ -545,6 +549,7 @@ def _make_function(name: str) -> Callable[..., Expr]:
     function.__name__ = function.__qualname__ = "absolute" if name == "abs" else name
     kind = "Iverson bracket" if spec.form == "iverson" else "expression"
     function.__doc__ = f"The {kind} ``{name}`` of {spec.arity} argument(s), simplified by :func:`apply`."
+    _EXPR_FUNCTIONS.append(function.__name__)
     return function
 
 
@@ -592,11 +597,6 @@ lt = _make_function("lt")
 eq = _make_function("eq")
 ne = _make_function("ne")
 
-_EXPR_FUNCTIONS = (
-    "sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh "
-    "arcsinh arccosh arctanh absolute sign square reciprocal erf erfc arctan2 hypot maximum minimum "
-    "fmax fmin ge gt le lt eq ne"
-).split()
 __all__ += _EXPR_FUNCTIONS
 
 
