@@ -23,7 +23,7 @@ call): Numba's on NumPy arrays, the same region's CUDA kernel on CuPy arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,7 +120,8 @@ def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use:
 FOLD_MAX_SIZE = 1 << 24
 
 
-def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[Tensor, ...]:
+def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64,
+                   keep: Callable[[Tensor], bool] | None = None) -> tuple[Tensor, ...]:
     """``outputs`` with every largest subexpression that reads no variable computed now (in
     ``dtype``, by a program of its own) and made a constant, so a program does not recompute it
     on every call: a Hessian's slices of δ (``x[1:] - x[:-1]`` differentiated twice) were copied
@@ -130,7 +131,10 @@ def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[
     their terms, read by a node that does read a variable.  Not folded: einsums (the constructor
     folds small constant ones; a product with δ or ones stays symbolic, a scatter or a broadcast,
     where folding would make it a dense product), outputs (returned as copies, which costs what
-    computing them costs) and subexpressions over :data:`FOLD_MAX_SIZE` entries.
+    computing them costs), subexpressions over :data:`FOLD_MAX_SIZE` entries, and those ``keep``
+    says to keep: a program that fuses keeps the structural ones
+    (:func:`jacacc.tensor.fusion.is_structural`: ``δ[:, 1:] - δ[:, :-1]``) for its regions to
+    write as brackets, and folds what no region took afterwards.
 
     >>> from jacacc.tensor.arrays import BasicKey, index_node
     >>> from jacacc.tensor.expr import const, einsum, var
@@ -146,7 +150,7 @@ def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64) -> tuple[
     read_by_variable = {id(a) for n in order if not constant[id(n)] for a in n.args}
     output_ids = {id(y) for y in outputs}
     targets = [n for n in order if constant[id(n)] and _foldable(n) and n.size <= FOLD_MAX_SIZE
-               and id(n) in read_by_variable and id(n) not in output_ids]
+               and id(n) in read_by_variable and id(n) not in output_ids and not (keep is not None and keep(n))]
     if not targets:
         return tuple(outputs)
     values = Program(targets, [], dtype, fuse=False, fuse_kernels=False, fold=False)()
@@ -200,10 +204,15 @@ class Program:
         self.inputs = tuple(inputs)
         self.dtype = np.dtype(dtype)
         outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
-        self.outputs = fold_constants(outputs, self.dtype) if fold else outputs
+        fusing = fusion.ENABLED if fuse_kernels is None else fuse_kernels
+        structural: dict[int, bool] = {}
+        keep = (lambda node: fusion.is_structural(node, structural)) if fusing else None
+        self.outputs = fold_constants(outputs, self.dtype, keep) if fold else outputs
         planned = self.outputs
-        if fusion.ENABLED if fuse_kernels is None else fuse_kernels:
+        if fusing:
             planned = fusion.fused_outputs(self.outputs, self.dtype)
+            if fold:  # the structural constants no region wrote as brackets
+                planned = fold_constants(planned, self.dtype)
         nodes = nodes_of(planned)
         slot = {id(n): k for k, n in enumerate(nodes)}
         unbound = [n.param for n in nodes if n.kind == "var" and all(n is not x for x in self.inputs)]

@@ -23,12 +23,24 @@ What a region holds:
   broadcasting or transposition (each operand's letters distinct and among the
   output's, nothing summed: a scalar constant becomes a number, the unit
   tensors ``ones`` and δ a number and a bracket — never an array);
+* basic indexing (``x[1:]``, ``x[::-2]``, ``A[:, 0]``: a read of its operand at
+  shifted, strided or fixed indices, never a copy) and its scatter back
+  (``index_scatter``, the adjoint: a bracket of where the slice lies around the
+  read; a quotient where its step is above 1);
 * as its root only, one einsum that sums (``ij->i``, ``ij,ij->``, a
   matrix-vector product) when it is memory-bound — the product of the extents
   of all its letters is at most :data:`REDUCTION_FACTOR` times the size of its
   largest operand — and that largest operand is computed in the region (a
   matrix-vector product of an input matrix is one BLAS call, which a loop
   kernel does not beat).  A matrix product is not memory-bound, and stays BLAS.
+
+Nodes that read no array (:func:`is_structural`: δ, ones, scalars, and slices,
+scatters, sums and products of them — the ``δ[:, 1:] - δ[:, :-1]`` of a
+differenced vector's Hessian) are no members: every region that reads one
+writes it into its body as brackets and numbers, so a Hessian of differences is
+written from vectors where a folded dense ``n × (n − 1)`` constant was read;
+constant folding leaves them to the regions and folds, after fusion, those no
+region took (``Program``).
 
 A node joins its consumer's region only if that consumer reads it once and
 nothing else does (no value is computed twice, and no exponential blow-up of a
@@ -108,16 +120,17 @@ from jacacc.elementwise.parse import (
     Node,
     Number,
     Power,
+    Quotient,
     Read,
     Summation,
     chain,
     expression_text,
     walk,
 )
-from jacacc.tensor.expr import UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
+from jacacc.tensor.expr import OPERATORS, UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
 
 __all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "MIN_OPERATIONS",
-           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs",
+           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs", "is_structural",
            "min_size_of", "numba_available"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
@@ -193,8 +206,13 @@ class _Place:
     per axis) and the loop indices around it (the root's, and the sums it is inside)."""
 
     root: int
-    names: tuple[str, ...]
+    names: tuple[Affine, ...]
     context: frozenset[str]
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The loop indices the node is read at (fewer than :attr:`context` where it is broadcast)."""
+        return frozenset().union(*(name.names for name in self.names))
 
 
 # ----------------------------------------------------------------------------- what may be fused
@@ -245,7 +263,81 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
         return None if any(id(a) in scatters for a in node.args) else "elementwise"
     if node.kind == "einsum" and id(node) not in scatters:
         return _einsum_kind(node)
+    if node.kind == "op" and _index_map(node) is not None:
+        return "elementwise"
     return None
+
+
+def _elementwise_einsum(node: Tensor) -> bool:
+    """An einsum that sums nothing and reads no diagonal: a product with broadcasting."""
+    inputs, out = _einsum_parts(node)
+    return (len(set(out)) == len(out) and all(len(set(t)) == len(t) for t in inputs)
+            and set("".join(inputs)) <= set(out))
+
+
+def is_structural(node: Tensor, memo: dict[int, bool] | None = None) -> bool:
+    """Whether ``node`` reads no array: the unit tensors δ, ones and zeros, scalar constants, and
+    basic indexing, scatters (:func:`_index_map`), sums and elementwise products of them — a
+    function of the loop indices alone (``δ[:, 1:] - δ[:, :-1]``: ``[i == j + 1] - [i == j]``).
+    A region writes such a node into its body wherever it reads it, as brackets and numbers,
+    instead of reading it from memory; constant folding leaves it to the regions
+    (:func:`jacacc.tensor.evaluate.fold_constants`), where a dense array would be read instead.
+
+    >>> from jacacc.tensor.arrays import BasicKey, index_node
+    >>> from jacacc.tensor.expr import add, delta, var
+    >>> shifted = index_node(delta(4), BasicKey((("s", 0, 1, 4), ("s", 1, 1, 3))))
+    >>> is_structural(add(shifted, shifted)), is_structural(index_node(var("x", (4,)), BasicKey((("s", 1, 1, 3),))))
+    (True, False)
+    """
+    memo = {} if memo is None else memo
+    found = memo.get(id(node))
+    if found is None:
+        if node.kind == "const":
+            found = node.shape == () or node.param[0] in ("delta", "ones", "zeros")
+        elif node.kind == "add" or (node.kind == "einsum" and _elementwise_einsum(node)) \
+                or _index_map(node) is not None:
+            found = all(is_structural(a, memo) for a in node.args)
+        else:
+            found = False
+        memo[id(node)] = found
+    return found
+
+
+def _index_map(node: Tensor) -> tuple[str, Any] | None:
+    """For a basic-indexing node (the ``index`` operator) or the scatter back (``index_scatter``),
+    ``(name, key)``; else None."""
+    if node.kind != "op" or node.param[2] != 0 or node.param[0] not in ("index", "index_scatter"):
+        return None
+    name, options, _ = node.param
+    return name, dict(options)["key"]
+
+
+def _indexed_names(node: Tensor, names: tuple[Affine, ...]) -> tuple[tuple[Affine, ...], tuple[Condition, ...]]:
+    """Where the operand of the indexing node ``node`` (:func:`_index_map`) is read when ``node`` is
+    read at ``names``, and the conditions under which it is read at all (an ``index_scatter`` is
+    zero outside its slices).  ``x[a:b:s]`` at ``i`` reads ``x`` at ``a + s·i``; the scatter of
+    ``t`` into ``[a:b:s, k]`` at ``(i, j)`` reads ``t[(i − a) / s]`` where ``i`` is one of ``a,
+    a + s, …`` (a quotient under a divisibility bracket where ``|s| > 1``) and ``j = k``."""
+    name, key = _index_map(node)
+    position = iter(names)
+    if name == "index":
+        read = tuple(Affine.make({}, item[1]) if item[0] == "i" else next(position).scale(item[2])
+                     + Affine.make({}, item[1]) for item in key.items)
+        return read, ()
+    read_list: list[Affine] = []
+    conditions: list[Condition] = []
+    for item, at in zip(key.items, names, strict=True):
+        if item[0] == "i":
+            conditions.append(Condition(at - Affine.make({}, item[1]), "=="))
+            continue
+        _, start, step, length = item
+        distance = (at - Affine.make({}, start)).scale(1 if step > 0 else -1)  # |s| times t's entry
+        conditions += [Condition(distance, ">="), Condition(Affine.make({}, (length - 1) * abs(step)) - distance, ">=")]
+        if abs(step) > 1:
+            conditions.append(Condition(distance, "%", abs(step)))
+            distance = Affine.of(Quotient(distance, abs(step)))
+        read_list.append(distance)
+    return tuple(read_list), tuple(conditions)
 
 
 def _expensive(node: Tensor) -> bool:
@@ -267,7 +359,7 @@ def _operations(node: Tensor) -> int:
     if node.kind == "einsum":
         inputs, out = _einsum_parts(node)
         return max(len(node.args) - 1, int(not set("".join(inputs)) <= set(out)))
-    return 1
+    return 1  # a function, or basic indexing (a copy) and its scatter back
 
 
 # ----------------------------------------------------------------------------- index layout
@@ -291,6 +383,8 @@ def _output_names(node: Tensor) -> tuple[str, ...]:
 def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -> _Place:
     """Where operand ``position`` of ``consumer`` (at ``place``; ``root``: the region's root) is read."""
     operand = consumer.args[position]
+    if consumer.kind == "op":  # basic indexing or its scatter (_index_map)
+        return _Place(place.root, _indexed_names(consumer, place.names)[0], place.context)
     if consumer.kind != "einsum":
         names = place.names if operand.shape == consumer.shape else ()
         return _Place(place.root, names, place.context)
@@ -300,9 +394,9 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
     if root and consumer.kind == "einsum" and not set("".join(inputs)) <= set(out):
         order = _sum_order(consumer)
         sums = _sum_names(consumer)
-        letter.update(sums)
+        letter.update({c: Affine.of(name) for c, name in sums.items()})
         level = max((order.index(c) + 1 for c in inputs[position] if c in sums), default=0)
-        context = frozenset(place.names) | {sums[c] for c in order[:level]}
+        context = place.variables | {sums[c] for c in order[:level]}
     return _Place(place.root, tuple(letter[c] for c in inputs[position]), context)
 
 
@@ -311,7 +405,7 @@ def _root_place(slot: int, node: Tensor) -> _Place:
     context = frozenset(names)
     if node.kind == "einsum" and _einsum_kind(node) == "reduction":
         context |= set(_sum_names(node).values())
-    return _Place(slot, names, context)
+    return _Place(slot, tuple(Affine.of(name) for name in names), context)
 
 
 # ----------------------------------------------------------------------------- regions
@@ -370,7 +464,9 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
             consumers.setdefault(slot[id(a)], []).append(k)
     keep = {slot[id(y)] for y in outputs}
     scatters = {id(n) for n in nodes if n.kind == "einsum" and delta_expansion(n.param, n.args) is not None}
-    kinds = {k: kind for k, n in enumerate(nodes) if (kind := _kind(n, scatters)) is not None}
+    structural: dict[int, bool] = {}  # written into the regions that read them, never members
+    kinds = {k: kind for k, n in enumerate(nodes)
+             if not is_structural(n, structural) and (kind := _kind(n, scatters)) is not None}
 
     def joins(k: int, user: int, here: _Place) -> _Place | None:
         """Where node ``k`` is read in the region of ``user`` (at ``here``), if it joins it."""
@@ -378,7 +474,7 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
         if kinds.get(k) != "elementwise" or k in keep or consumers.get(k) != [user]:
             return None
         place = _operand_place(nodes[user], here, nodes[user].args.index(node), here.root == user)
-        if _expensive(node) and set(place.names) != place.context:
+        if _expensive(node) and place.variables != place.context:
             return None  # read at fewer indices than the loops around it: computed once, outside
         return place
 
@@ -444,16 +540,21 @@ class _Builder:
         self.inside = inside
         self.arguments: dict[int, str] = {}
         self.inputs: list[Tensor] = []
+        self.structural: dict[int, bool] = {}
 
     def body(self) -> Node:
         place = _root_place(0, self.root)
         return self.value(self.root, place, root=True)
 
     def value(self, node: Tensor, place: _Place, root: bool = False) -> Node:
-        if id(node) not in self.inside:
+        if id(node) not in self.inside and (node.kind == "const" or not is_structural(node, self.structural)):
             return self.read(node, place.names)
         if node.kind == "unary":
             return self.function(node, place)
+        if node.kind == "op":  # basic indexing (a read elsewhere) or its scatter (a bracket around it)
+            names, conditions = _indexed_names(node, place.names)
+            operand = self.value(node.args[0], _Place(place.root, names, place.context))
+            return Guard(0, conditions, operand) if conditions else operand
         operands = [self.value(a, _operand_place(node, place, k, root), root=False)
                     for k, a in enumerate(node.args)]
         if node.kind == "add":
@@ -496,19 +597,19 @@ class _Builder:
         assert body is not None
         return body
 
-    def read(self, node: Tensor, names: tuple[str, ...]) -> Node:
+    def read(self, node: Tensor, names: tuple[Affine, ...]) -> Node:
         """An operand from outside the region read at ``names``; constants that are numbers inlined."""
         if node.kind == "const" and node.shape == ():
             return Number(0, float(node.value))
         if node.kind == "const" and node.param[0] in ("ones", "zeros"):
             return Number(0, 1.0 if node.param[0] == "ones" else 0.0)
         if _is_delta(node):
-            return Guard(0, (Condition(Affine.of(names[0]) - Affine.of(names[1]), "=="),), Number(0, 1.0))
+            return Guard(0, (Condition(names[0] - names[1], "=="),), Number(0, 1.0))
         if id(node) not in self.arguments:
             self.arguments[id(node)] = f"x{len(self.inputs)}"
             self.inputs.append(node)
         # a 0-d operand is passed as a vector of one element
-        return Read(0, self.arguments[id(node)], tuple(Affine.of(n) for n in names) or (_ZERO,))
+        return Read(0, self.arguments[id(node)], names or (_ZERO,))
 
 
 def _product(factors: list[Node]) -> Node:
@@ -688,19 +789,36 @@ class FusedKernel:
         """The region evaluated node by node on the arrays of ``xp`` (NumPy or CuPy), as the
         unfused program would: the interpreter's path, and the fallback."""
         values: dict[int, Any] = {id(x): a for x, a in zip(self.region.inputs, arrays, strict=True)}
-        for node in self.region.members:
-            args = [values[id(a)] if id(a) in values else xp.asarray(a.value, dtype=self.dtype) for a in node.args]
-            if node.kind == "unary":
-                name, p = node.param
-                values[id(node)] = UNARY[name](xp, *args, p)
-            elif node.kind == "add":
-                total = args[0]
-                for term in args[1:]:
-                    total = total + term
-                values[id(node)] = total
-            else:
-                values[id(node)] = xp.einsum(node.param, *args)
+        for node in self.region.members:  # operands first
+            values[id(node)] = _node_value(xp, node, [self._reference_value(xp, a, values) for a in node.args])
         return xp.asarray(values[id(self.region.root)], dtype=self.dtype)
+
+    def _reference_value(self, xp: Any, node: Tensor, values: dict[int, Any]) -> Any:
+        """An operand's value: an input's or a member's as computed, a constant's, or a structural
+        node's (:func:`is_structural`: shallow) computed from its operands'."""
+        if id(node) not in values:
+            if node.kind == "const":
+                values[id(node)] = xp.asarray(node.value, dtype=self.dtype)
+            else:
+                args = [self._reference_value(xp, a, values) for a in node.args]
+                values[id(node)] = _node_value(xp, node, args)
+        return values[id(node)]
+
+
+def _node_value(xp: Any, node: Tensor, args: list[Any]) -> Any:
+    """One node of a region evaluated on the arrays of ``xp``, as the unfused program would."""
+    if node.kind == "unary":
+        name, p = node.param
+        return UNARY[name](xp, *args, p)
+    if node.kind == "add":
+        total = args[0]
+        for term in args[1:]:
+            total = total + term
+        return total
+    if node.kind == "op":
+        name, options, _ = node.param
+        return OPERATORS[name].forward(*args, **dict(options))
+    return xp.einsum(node.param, *args)
 
 
 def _interchange(root: Tensor) -> bool:

@@ -30,8 +30,10 @@ from hypothesis import strategies as st
 
 import jacacc.tensor as jt
 from jacacc.tensor import fusion
+from jacacc.tensor.arrays import BasicKey, index_node
 from jacacc.tensor.evaluate import Program
 from jacacc.tensor.expr import Tensor, add, const, delta, einsum, ones, unary, var
+from jacacc.tensor.operators import apply_operator
 
 pytest.importorskip("numba")
 
@@ -96,6 +98,20 @@ def _tanh_mlp(W1, X, w2, y):
     return np.sum((np.tanh(X @ W1.T) @ w2 - y) ** 2)
 
 
+def _differences(x, y):
+    """1-D total variation with a strided, a reversed and an integer read: slices in regions."""
+    d = x[1:] - x[:-1]
+    return (0.5 * np.sum((x - y) ** 2) + 0.3 * np.sum(np.sqrt(d**2 + 1e-3))
+            + np.sum(x[::2] * np.tanh(x[::-1][1::2])) + x[0] * x[-1])
+
+
+def _image_tv(U):
+    """Isotropic 2-D total variation of an image: row and column differences of a matrix."""
+    dx = U[1:, :] - U[:-1, :]
+    dy = U[:, 1:] - U[:, :-1]
+    return np.sum(np.sqrt(dx[:, :-1] ** 2 + dy[:-1, :] ** 2 + 1e-2)) + 0.1 * np.sum(U**2)
+
+
 def _objectives() -> dict[str, tuple[Callable, tuple]]:
     rng = np.random.default_rng(0)
     n, d, k = 7, 4, 3
@@ -108,6 +124,8 @@ def _objectives() -> dict[str, tuple[Callable, tuple]]:
         "softmax keepdims": (_softmax, (rng.standard_normal((k, d)), X, np.eye(k)[rng.integers(0, k, n)])),
         "pseudo-Huber": (_pseudo_huber, (rng.standard_normal(d), X, rng.standard_normal(n))),
         "tanh MLP": (_tanh_mlp, (rng.standard_normal((5, d)), X, rng.standard_normal(5), rng.standard_normal(n))),
+        "differences": (_differences, (rng.standard_normal(8), rng.standard_normal(8))),
+        "image TV": (_image_tv, (rng.standard_normal((5, 4)),)),
     }
 
 
@@ -346,6 +364,54 @@ _BOUNDED = ("tanh", "sin", "cos", "logistic")
 _DRAWN_SHAPES = {"A": (3, 4), "B": (3, 4), "v": (4,), "u": (3,)}
 
 
+def test_slices_and_scatters_are_reads_and_brackets_in_the_region() -> None:
+    x = var("x", (6,))
+    key = BasicKey((("s", 1, 1, 5),))
+    d = add(index_node(x, key), einsum("i,->i", index_node(x, BasicKey((("s", 0, 1, 5),))), const(-1.0)))
+    spread = apply_operator("index_scatter", [unary("pow", d, 2.0)], key=key, shape=(6,))[0]
+    program = Program([unary("tanh", spread)], [x])
+    [kernel] = _fused(program)
+    assert [n.param for n in kernel.region.inputs] == ["x"]  # no copy of a slice is read
+    assert kernel.definition.source == "fused[i0] = tanh([i0 >= 1 and i0 <= 5] * (x0[i0] + -1 * x0[i0 - 1])**2)"
+    value = np.linspace(-1.0, 2.0, 6)
+    want = np.tanh(np.concatenate([[0.0], np.diff(value) ** 2]))
+    _close(program(value)[0], want)
+    _close(kernel.reference(np, [value]), want)
+
+
+def test_a_hessian_of_differences_keeps_its_delta_structure() -> None:
+    """The Hessian of a difference penalty (tridiagonal) is written from vectors: the slices of δ
+    are brackets in its kernel, never a dense n × (n − 1) constant read from memory."""
+    n = 40
+    rng = np.random.default_rng(3)
+    args = (rng.standard_normal(n), rng.standard_normal(n))
+    h = jt.hessian(lambda x, y: _differences(x, y))
+    got = h(*args)
+    (program,) = h.plans.values()
+    dense = [node.shape for node in program.nodes if node.kind == "const" and node.size >= n]
+    assert not dense, dense
+    assert all(x.ndim <= 1 for kernel in _fused(program) for x in kernel.region.inputs)
+    unfused = Program(program.outputs, program.inputs, program.dtype, fuse_kernels=False)
+    _close(got, unfused(*args)[0])
+    assert np.count_nonzero(got - np.diag(np.diag(got))) < 6 * n  # tridiagonal, but x[0]·x[-1] and x[::2]
+
+
+def test_a_structural_constant_no_region_takes_is_folded() -> None:
+    """``(δ[:, 1:] − δ[:, :-1]) @ x`` is a BLAS product: its difference matrix is folded once."""
+    n = 30
+    x = var("x", (n - 1,))
+    eye = delta(n)
+    difference = add(index_node(eye, BasicKey((("s", 0, 1, n), ("s", 1, 1, n - 1)))),
+                     einsum("ij,->ij", index_node(eye, BasicKey((("s", 0, 1, n), ("s", 0, 1, n - 1)))), const(-1.0)))
+    assert fusion.is_structural(difference)
+    program = Program([unary("tanh", einsum("ij,j->i", difference, x))], [x])
+    assert [node.shape for node in program.nodes if node.kind == "const" and node.size > 1] == [(n, n - 1)]
+    assert not [node for node in program.nodes if node.kind == "op"]
+    value = np.linspace(0.0, 1.0, n - 1)
+    want = np.tanh((np.eye(n)[:, 1:] - np.eye(n)[:, :-1]) @ value)
+    _close(program(value)[0], want)
+
+
 @st.composite
 def _drawn_programs(draw: st.DrawFn) -> tuple[list[Tensor], list[Tensor]]:
     """A DAG of elementwise steps over two matrices (functions, sums, products with broadcast rows
@@ -355,7 +421,8 @@ def _drawn_programs(draw: st.DrawFn) -> tuple[list[Tensor], list[Tensor]]:
     values = [A, B]
     for _ in range(draw(st.integers(1, 6))):
         a = draw(st.sampled_from(values))
-        kind = draw(st.sampled_from(["function", "root", "add", "row", "column", "product", "shift", "power"]))
+        kind = draw(st.sampled_from(["function", "root", "add", "row", "column", "product", "shift", "power",
+                                     "reverse", "roll"]))
         if kind == "function":
             new = unary(draw(st.sampled_from(_BOUNDED)), a)
         elif kind == "root":  # sqrt(1 + a²): a costly function of an unbounded operand, bounded again
@@ -370,6 +437,14 @@ def _drawn_programs(draw: st.DrawFn) -> tuple[list[Tensor], list[Tensor]]:
             new = einsum("ij,ij->ij", unary("tanh", a), draw(st.sampled_from(values)))
         elif kind == "shift":
             new = unary("shift", a, draw(st.sampled_from([-0.5, 1.0, 2.5])))
+        elif kind == "reverse":  # a[::-1, 1:] - a[::-1, :-1], padded with a zero column
+            flipped = [index_node(a, BasicKey((("s", 2, -1, 3), ("s", start, 1, 3)))) for start in (1, 0)]
+            new = apply_operator("index_scatter", [add(flipped[0], einsum("ij,->ij", flipped[1], const(-1.0)))],
+                                 key=BasicKey((("s", 0, 1, 3), ("s", 0, 1, 3))), shape=(3, 4))[0]
+        elif kind == "roll":  # rows moved down one, the first row zero, then a column of a: a[:, 0] · row
+            rows = apply_operator("index_scatter", [index_node(a, BasicKey((("s", 0, 1, 2), ("s", 0, 1, 4))))],
+                                  key=BasicKey((("s", 1, 1, 2), ("s", 0, 1, 4))), shape=(3, 4))[0]
+            new = einsum("ij,i->ij", rows, index_node(a, BasicKey((("s", 0, 1, 3), ("i", 0)))))
         else:
             new = unary("pow", unary("tanh", a), draw(st.sampled_from([2.0, 3.0])))
         values.append(new)
@@ -399,7 +474,8 @@ def test_drawn_fused_programs_agree_with_the_unfused(drawn: tuple[list[Tensor], 
 # ----------------------------------------------------------------------------- CUDA for fused regions
 def _gpu_objectives() -> dict[str, tuple[Callable, tuple]]:
     """The programs whose fused regions get CUDA checks: gradients and Hessians of these."""
-    names = ("logistic + L2", "tanh MLP", "softmax keepdims", "Gaussian NLL (mu)", "Gaussian NLL (logvar)")
+    names = ("logistic + L2", "tanh MLP", "softmax keepdims", "Gaussian NLL (mu)", "Gaussian NLL (logvar)",
+             "differences", "image TV")
     return {name: OBJECTIVES[name] for name in names}
 
 
