@@ -41,7 +41,9 @@ from dataclasses import dataclass
 
 from jacacc import ops
 from jacacc.elementwise.parse import (
+    CHILDREN,
     FUNCTIONS,
+    OPERANDS,
     Affine,
     Binary,
     Call,
@@ -287,7 +289,7 @@ def rename_binders(node: Node, taken: set[str], scope: frozenset[str] = frozense
             return node
         return Summation(node.column, name, node.lower, node.upper, inner)
     fields = {}
-    for child in ("operand", "left", "right", "base", "argument", "body"):
+    for child in CHILDREN:
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
             new = rename_binders(sub, taken, scope)
@@ -651,7 +653,7 @@ def stored_values(definition: Definition) -> dict[Node, str]:
         if isinstance(node, Guard):
             return
         if not isinstance(node, Summation):
-            for child in ("operand", "left", "right", "base", "argument"):
+            for child in OPERANDS:
                 sub = getattr(node, child, None)
                 if isinstance(sub, Node):
                     visit(sub)
@@ -726,7 +728,7 @@ def pointwise_values(definition: Definition) -> dict[str, Pointwise]:
                 out[key] = Pointwise(name, read.argument, Definition(name, indices, body, text))
             return
         inner = (*scope, node.index) if isinstance(node, Summation) else scope
-        for child in ("operand", "left", "right", "base", "argument", "body"):
+        for child in CHILDREN:
             sub = getattr(node, child, None)
             if isinstance(sub, Node):
                 visit(sub, inner)

@@ -39,6 +39,7 @@ import jacacc.iverson as iv
 from jacacc import kernels
 from jacacc.elementwise import derive
 from jacacc.elementwise.parse import (
+    CHILDREN,
     Affine,
     Binary,
     Call,
@@ -388,7 +389,7 @@ def reads_in(node: Node, context: Context) -> Iterator[tuple[Read, Context]]:
         yield node, context
         return
     inner = context.inside(node)
-    for child in ("operand", "left", "right", "base", "argument", "body"):
+    for child in CHILDREN:
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
             yield from reads_in(sub, inner)

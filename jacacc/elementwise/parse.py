@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from jacacc import ops
 from jacacc.errors import JacaccError, SizeLimitError
 
-__all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "LEFT_OUT", "Affine", "Binary", "Call", "Condition", "Definition",
+__all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "LEFT_OUT", "OPERANDS", "Affine", "Binary", "Call", "Condition", "Definition",
            "Guard", "Limit", "Node", "Number", "Power", "Quotient", "Read", "SourceError", "Summation", "Unary",
            "chain", "children", "expression_text", "free_indices", "parse", "rebuild", "unparse", "walk"]
 
@@ -246,8 +246,18 @@ class Power(Node):
 
 @dataclass(frozen=True)
 class Call(Node):
+    """``function(argument)``; a table operation of two or three operands (``maximum``,
+    ``logaddexp``, ``where``: built in code by the tensor evaluator's fused regions, not parsed)
+    has them in ``second`` and ``third``."""
+
     function: str
     argument: Node
+    second: Node | None = None
+    third: Node | None = None
+
+    def arguments(self) -> list[Node]:
+        """The operands, in order."""
+        return [a for a in (self.argument, self.second, self.third) if a is not None]
 
 
 @dataclass(frozen=True)
@@ -293,8 +303,10 @@ class Definition:
         return out
 
 
-#: the fields of a node that hold its operands, in source order
-CHILDREN = ("operand", "left", "right", "base", "argument", "body")
+#: the fields of a node that hold its operands (a sum's or a bracket's body apart), in source order
+OPERANDS = ("operand", "left", "right", "base", "argument", "second", "third")
+#: the fields of a node that hold its operands and its body, in source order
+CHILDREN = (*OPERANDS, "body")
 
 
 def children(node: Node) -> list[Node]:
@@ -325,7 +337,7 @@ def free_indices(node: Node) -> set[str]:
     out: set[str] = set()
     if isinstance(node, Guard):
         out = set().union(*(c.form.names for c in node.conditions))
-    for child in ("operand", "left", "right", "base", "argument", "body"):
+    for child in CHILDREN:
         sub = getattr(node, child, None)
         if isinstance(sub, Node):
             out |= free_indices(sub)
@@ -685,7 +697,7 @@ def expression_text(node: Node, context: int = 0) -> str:
     if isinstance(node, Read):
         return f"{node.argument}[{', '.join(str(a) for a in node.indices)}]"
     if isinstance(node, Call):
-        return f"{node.function}({expression_text(node.argument)})"
+        return f"{node.function}({', '.join(expression_text(a) for a in node.arguments())})"
     if isinstance(node, Summation):
         lo = _limits_text(node.lower, lower=True)
         hi = _limits_text(node.upper, lower=False)

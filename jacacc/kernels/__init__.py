@@ -54,12 +54,14 @@ from __future__ import annotations
 # through them); the emitters, which read the elementwise IR, load on first access (PEP 562)
 from jacacc.kernels.functions import (
     HELPER_NAMES,
+    KERNEL_OPERATIONS,
     SMALL_VECTOR_MATH,
     VECTOR_MATH,
     call_text,
     cuda_preamble,
     fastmath_text,
     helper_set,
+    kernel_spelling,
     modules,
     numba_preamble,
     slow_in_kernels,
@@ -82,6 +84,7 @@ _LAZY = {
 __all__ = [
     "CUDA_KERNEL_NAME",
     "HELPER_NAMES",
+    "KERNEL_OPERATIONS",
     "NUMBA_PARALLEL_MAX_CHARS",
     "PARALLEL_MIN_ELEMENTS",
     "SMALL_VECTOR_MATH",
@@ -95,6 +98,7 @@ __all__ = [
     "cupy_kernel",
     "fastmath_text",
     "helper_set",
+    "kernel_spelling",
     "host_kernel",
     "inline_helpers",
     "interior_split",

@@ -37,7 +37,14 @@ from jacacc.elementwise.parse import (
     children,
     walk,
 )
-from jacacc.kernels.functions import call_text, calls, helper_set, spelling
+from jacacc.kernels.functions import (
+    KERNEL_OPERATIONS,
+    call_text,
+    calls,
+    helper_set,
+    kernel_spelling,
+    spelling,
+)
 
 __all__ = ["MAX_NESTING", "Calls", "Emitter", "contiguity", "fold", "innermost_contiguous"]
 
@@ -84,9 +91,9 @@ class Calls:
         """Whether ``name`` is spelled as a template (which may read its operand more than once)."""
         return "{" in self.spellings[name]
 
-    def repeats_operand(self, name: str) -> bool:
-        """Whether the spelling of ``name`` reads its operand more than once (relu's NaN test)."""
-        return self.spellings[name].count("{0}") > 1
+    def repeats_operand(self, name: str, position: int = 0) -> bool:
+        """Whether the spelling of ``name`` reads its operand ``position`` more than once (relu's NaN test)."""
+        return self.spellings[name].count(f"{{{position}}}") > 1
 
     def helpers(self) -> set[str]:
         """The operations whose vectorizable helpers the calls made need (none without ``vector_math``)."""
@@ -104,8 +111,10 @@ class Calls:
 
 @functools.cache
 def _spellings(backend: str, vector_math: frozenset[str]) -> dict[str, str]:
-    """The language's functions spelled for ``backend`` (read-only: shared by every :class:`Calls`)."""
-    return {name: spelling(name, backend, vector_math) for name in FUNCTIONS}
+    """The language's functions, and the operations of two or three operands fused regions call,
+    spelled for ``backend`` (read-only: shared by every :class:`Calls`)."""
+    return {**{name: spelling(name, backend, vector_math) for name in FUNCTIONS},
+            **{name: kernel_spelling(name, backend) for name in KERNEL_OPERATIONS}}
 
 
 class Emitter:
@@ -205,14 +214,15 @@ class Emitter:
                 return f"jc_pow{int(p)}({base})"
             return f"pow({base}, (real){p!r})"
         assert isinstance(node, Call)
-        operand = operands[0]
         if not self.calls.template(node.function):
-            return self.calls.call(node.function, operand)
-        if self.calls.repeats_operand(node.function) and not operand.isidentifier():
-            # a template that reads its operand more than once (relu's NaN test): compute it once
-            operand = self.fresh("w")
-            self.line(f"{operand} = {operands[0]}" if self.lang == "py" else f"real {operand} = {operands[0]};")
-        return f"({self.calls.call(node.function, operand)})"
+            return self.calls.call(node.function, *operands)
+        operands = list(operands)
+        for k, text in enumerate(operands):
+            if self.calls.repeats_operand(node.function, k) and not text.isidentifier():
+                # a template that reads an operand more than once (relu's NaN test): compute it once
+                operands[k] = self.fresh("w")
+                self.line(f"{operands[k]} = {text}" if self.lang == "py" else f"real {operands[k]} = {text};")
+        return f"({self.calls.call(node.function, *operands)})"
 
     def number(self, value: float) -> str:
         """A constant: ``repr`` (the shortest text that round-trips); inf and NaN by their bits in C,

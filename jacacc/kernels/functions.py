@@ -46,7 +46,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["CUDA_PRELUDE", "HELPER_NAMES", "SMALL_VECTOR_MATH", "VECTOR_MATH", "call_text", "calls", "cuda_preamble", "fastmath_text", "modules",
+__all__ = ["CUDA_PRELUDE", "HELPER_NAMES", "KERNEL_OPERATIONS", "kernel_spelling", "SMALL_VECTOR_MATH", "VECTOR_MATH", "call_text", "calls", "cuda_preamble", "fastmath_text", "modules",
            "helper_set", "numba_preamble", "slow_in_kernels", "spelling", "spellings", "vector_math_source", "vector_math_used"]
 
 #: operations with a generated vectorizable Numba helper ``_name`` (:attr:`jacacc.ops.Operation.vector_math`)
@@ -100,6 +100,35 @@ def spellings(backend: str, vector_math: bool | Iterable[str] = False) -> dict[s
     if backend != "numba" or not vector_math:
         return ops.spellings(backend)
     return ops.spellings(backend, _helpers(vector_math))
+
+
+def _kernel_operations() -> frozenset[str]:
+    """The table's operations of two or three operands a loop kernel calls as functions: all but the
+    arithmetic operators (``+ - * / **``: the kernel language's own), those without a Numba or a CUDA
+    spelling, and those slow in kernels."""
+    return frozenset(op.name for op in ops.iterate() if op.arity in (2, 3) and op.numba and op.cuda
+                     and not op.slow_in_kernels and not (op.infix and not op.piecewise_constant))
+
+
+#: operations of two or three operands loop kernels call (``maximum``, ``logaddexp``, ``where``, the
+#: predicates ``eq`` …): what the tensor evaluator's fused regions may hold besides arithmetic
+KERNEL_OPERATIONS = _kernel_operations()
+
+
+def kernel_spelling(name: str, backend: str) -> str:
+    """How a loop kernel spells the :data:`KERNEL_OPERATIONS` operation ``name`` for ``backend``
+    (``numba``, ``cuda``): the table's spelling, but a predicate as a number (1 or 0) from its
+    infix comparison, which both languages evaluate with NumPy's semantics (NaN compares unequal).
+
+    Examples
+    --------
+    >>> kernel_spelling("ne", "numba"), kernel_spelling("ge", "cuda"), kernel_spelling("maximum", "cuda")
+    ('(1.0 if {0} != {1} else 0.0)', '((real)(({0}) >= ({1})))', 'jc_maximum')
+    """
+    op = ops.get(name)
+    if op.piecewise_constant and op.infix:
+        return f"(1.0 if {{0}} {op.infix} {{1}} else 0.0)" if backend == "numba" else f"((real)(({{0}}) {op.infix} ({{1}})))"
+    return ops.spelling(name, backend)
 
 
 def call_text(spelling: str, arguments: Iterable[str]) -> str:

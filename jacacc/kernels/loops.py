@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jacacc.elementwise.parse import (
+    OPERANDS,
     Affine,
     Binary,
     Call,
@@ -235,7 +236,7 @@ def _invariants(definition: Definition) -> dict[Node, int]:
                 return
         if isinstance(node, (Summation, Guard)):
             return
-        for child in ("operand", "left", "right", "base", "argument"):
+        for child in OPERANDS:
             sub = getattr(node, child, None)
             if isinstance(sub, Node):
                 visit(sub)

@@ -18,7 +18,10 @@ What a region holds:
   (:data:`~jacacc.elementwise.parse.FUNCTIONS`, but those NumPy computes faster:
   :data:`SLOW_IN_KERNELS`, the table's
   :attr:`~jacacc.ops.Operation.slow_in_kernels`), ``pow`` and ``shift``, the
-  table's ``add``/``sub``/``mul``/``div`` of two operands, sums (``add``
+  table's ``add``/``sub``/``mul``/``div`` of two operands (the kernel
+  language's arithmetic), its other operations of two or three operands
+  (:data:`~jacacc.kernels.KERNEL_OPERATIONS`: ``maximum``, ``logaddexp``,
+  ``hypot``, ``where``, the predicates ``gt`` … as 1 or 0), sums (``add``
   without δ-scatter terms) and einsums that multiply elementwise with
   broadcasting or transposition (each operand's letters distinct and among the
   output's, nothing summed: a scalar constant becomes a number, the unit
@@ -258,6 +261,8 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
             return "elementwise"
         if ops.resolve(name) in _BINARY and len(node.args) == 2:
             return "elementwise"
+        if ops.resolve(name) in kernels.KERNEL_OPERATIONS and len(node.args) == ops.get(name).arity:
+            return "elementwise"
         return None
     if node.kind == "add":
         return None if any(id(a) in scatters for a in node.args) else "elementwise"
@@ -347,7 +352,7 @@ def _expensive(node: Tensor) -> bool:
     name, p = node.param
     if name == "pow":
         return p is None or not float(p).is_integer() or abs(p) > 4
-    return name in FUNCTIONS and ops.get(name).costly
+    return name != "shift" and ops.get(name).costly
 
 
 def _operations(node: Tensor) -> int:
@@ -574,7 +579,9 @@ class _Builder:
             return Binary(0, "+", operands[0], Number(0, float(p)))
         if name in FUNCTIONS:
             return Call(0, name, operands[0])
-        return Binary(0, _BINARY[ops.resolve(name)], operands[0], operands[1])
+        if ops.resolve(name) in _BINARY:
+            return Binary(0, _BINARY[ops.resolve(name)], operands[0], operands[1])
+        return Call(0, ops.resolve(name), *operands)  # maximum, logaddexp, where, a predicate …
 
     def reduction(self, node: Tensor, inputs: list[str], operands: list[Node]) -> Node:
         """``factors · sum(s0, …, factors · sum(s1, …))``: each operand inside the innermost sum

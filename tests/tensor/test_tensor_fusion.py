@@ -112,6 +112,14 @@ def _image_tv(U):
     return np.sum(np.sqrt(dx[:, :-1] ** 2 + dy[:-1, :] ** 2 + 1e-2)) + 0.1 * np.sum(U**2)
 
 
+def _branches_and_pairs(w, X, y):
+    """The table's operations of two and three operands in regions: logaddexp, maximum, hypot,
+    arctan2, a predicate and where."""
+    z = X @ w
+    return (np.sum(np.logaddexp(0.0, -y * z)) + np.sum(np.maximum(w, 0.1 * w) ** 2)
+            + np.sum(np.where(z > 0.2, z**2, np.hypot(z, 1.0))) + np.sum(np.arctan2(w, 1.0 + w**2)))
+
+
 def _objectives() -> dict[str, tuple[Callable, tuple]]:
     rng = np.random.default_rng(0)
     n, d, k = 7, 4, 3
@@ -126,6 +134,7 @@ def _objectives() -> dict[str, tuple[Callable, tuple]]:
         "tanh MLP": (_tanh_mlp, (rng.standard_normal((5, d)), X, rng.standard_normal(5), rng.standard_normal(n))),
         "differences": (_differences, (rng.standard_normal(8), rng.standard_normal(8))),
         "image TV": (_image_tv, (rng.standard_normal((5, 4)),)),
+        "branches and pairs": (_branches_and_pairs, (rng.standard_normal(d), X, rng.choice([-1.0, 1.0], n))),
     }
 
 
@@ -379,6 +388,17 @@ def test_slices_and_scatters_are_reads_and_brackets_in_the_region() -> None:
     _close(kernel.reference(np, [value]), want)
 
 
+def test_operations_of_two_and_three_operands_are_calls_in_regions() -> None:
+    f, args = OBJECTIVES["branches and pairs"]
+    names = ("logaddexp", "maximum", "hypot", "arctan2", "eq", "gt")
+    called: set[str] = set()
+    for transform in (jt.grad(f), jt.value_and_grad(f)):  # the value calls arctan2; the gradient, its derivative
+        transform(*args)
+        (program,) = transform.plans.values()
+        called |= {name for kernel in _fused(program) for name in names if f"{name}(" in kernel.definition.source}
+    assert called == set(names)
+
+
 def test_a_hessian_of_differences_keeps_its_delta_structure() -> None:
     """The Hessian of a difference penalty (tridiagonal) is written from vectors: the slices of δ
     are brackets in its kernel, never a dense n × (n − 1) constant read from memory."""
@@ -475,7 +495,7 @@ def test_drawn_fused_programs_agree_with_the_unfused(drawn: tuple[list[Tensor], 
 def _gpu_objectives() -> dict[str, tuple[Callable, tuple]]:
     """The programs whose fused regions get CUDA checks: gradients and Hessians of these."""
     names = ("logistic + L2", "tanh MLP", "softmax keepdims", "Gaussian NLL (mu)", "Gaussian NLL (logvar)",
-             "differences", "image TV")
+             "differences", "image TV", "branches and pairs")
     return {name: OBJECTIVES[name] for name in names}
 
 
