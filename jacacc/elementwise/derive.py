@@ -258,7 +258,7 @@ def substitute(node: Node, env: Mapping[str, Affine]) -> Node:
     if isinstance(node, Power):
         return Power(node.column, substitute(node.base, env), node.exponent)
     if isinstance(node, Call):
-        return Call(node.column, node.function, substitute(node.argument, env))
+        return Call(node.column, node.function, *(substitute(a, env) for a in node.arguments()))
     if isinstance(node, Summation):
         inner = {k: v for k, v in env.items() if k != node.index}
         return Summation(node.column, node.index, tuple(_limit(lim, env) for lim in node.lower),

@@ -50,6 +50,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import os
 import random
@@ -108,12 +109,26 @@ def _is_library(obj: Any) -> bool:
 def _code_names(code: types.CodeType) -> frozenset[str]:
     """Global and attribute names read by ``code`` and the code objects nested in it."""
     names: set[str] = set()
+    for c in _codes(code):
+        names.update(c.co_names)
+    return frozenset(names)
+
+
+def _global_names(code: types.CodeType) -> frozenset[str]:
+    """The names ``code`` and the code objects nested in it load as globals — not the attribute
+    names among ``co_names``: ``V.T`` reads no global ``T``, and a global array ``T`` would be
+    compared at every call for nothing."""
+    return frozenset(instruction.argval for c in _codes(code) for instruction in dis.get_instructions(c)
+                     if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code objects nested in it (functions, lambdas, comprehensions)."""
     stack = [code]
     while stack:
         c = stack.pop()
-        names.update(c.co_names)
+        yield c
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return frozenset(names)
 
 
 # ---------------------------------------------------------------------------- the snapshot
@@ -270,8 +285,8 @@ class Captured:
             self._bind(f"the closure variable {variable!r} was rebound", functools.partial(_cell, cell), content)
             if content is not _MISSING:
                 yield content, f"the closure variable {variable!r}", names
-        # a name absent from the globals is a builtin or an attribute name: not a global read
-        for name in sorted(names & f.__globals__.keys()):
+        # a name absent from the globals is a builtin: not a global read
+        for name in sorted(_global_names(f.__code__) & f.__globals__.keys()):
             value = f.__globals__[name]
             self._bind(f"the global {name!r} was rebound", functools.partial(f.__globals__.get, name, _MISSING),
                        value)

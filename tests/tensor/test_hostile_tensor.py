@@ -167,6 +167,19 @@ def test_captured_names_what_changed():
     assert "'offset'" in captured.changed()
 
 
+#: a module global that shares its name with an attribute ``f`` reads (``V.T``)
+T = np.ones((300, 300))
+
+
+def test_an_attribute_name_is_no_global_read():
+    """``V.T`` names the attribute ``T`` (it is in the code's ``co_names``), not the global ``T``:
+    that array is not compared with its snapshot at every call; a global the code loads is."""
+    captured = Captured.of(lambda U, V: np.sum(U @ V.T))
+    assert captured.arrays == [] and captured.changed() is None
+    read = Captured.of(lambda x: np.sum(T * x))
+    assert [what for what, _, _ in read.arrays] == ["the array in the global 'T' was changed in place"]
+
+
 # ---------------------------------------------------------------------------- random draws and side effects
 def test_random_draws_are_refused_by_name():
     with pytest.raises(TraceError, match=r"np\.random"):

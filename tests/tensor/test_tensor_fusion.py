@@ -1,6 +1,6 @@
 """Fusion in the tensor evaluator (issue 26, items 1–2): regions of elementwise nodes as loop kernels.
 
-Every test fuses every region whatever its size (``FUSION_MIN_SIZE`` set to 0)
+Every test fuses every region whatever its size (``FUSION_MIN_SIZE`` and ``INLINE_MIN_SIZE`` set to 0)
 and writes kernels into a temporary cache directory.  Fused programs agree with
 the interpreter (which evaluates a region node by node) and with the unfused
 program at rtol 1e-12 — not bitwise: a kernel adds in another order — for the
@@ -51,6 +51,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def fuse_everything(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
     monkeypatch.setattr(fusion, "FUSION_MIN_SIZE", 0)
+    monkeypatch.setattr(fusion, "INLINE_MIN_SIZE", 0)
     monkeypatch.setattr(fusion, "ENABLED", True)
     monkeypatch.setenv("JACACC_CACHE_DIR", str(cache_dir))
 
@@ -198,7 +199,8 @@ def test_a_shared_node_an_output_and_an_expensive_broadcast_are_materialized() -
 
 
 def test_blas_contractions_are_never_fused() -> None:
-    A, B, x = var("A", (8, 8)), var("B", (8, 8)), var("x", (8,))
+    n = 2 * fusion.INLINE_SUM_MAX  # sums longer than a region writes out
+    A, B, x = var("A", (n, n)), var("B", (n, n)), var("x", (n,))
     product = einsum("ij,jk->ik", unary("exp", A), B)  # a matrix product: not memory-bound
     y = unary("tanh", unary("shift", product, 1.0))
     mv = einsum("i,ij,j->i", unary("shift", unary("exp", x), 2.0), A, x)  # matvec of an input: one BLAS call
@@ -209,10 +211,29 @@ def test_blas_contractions_are_never_fused() -> None:
     assert all(r.work <= max(a.size for a in r.root.args) for r in regions if r.root.kind == "einsum")
     program = Program([y, mv], [A, B, x])
     rng = np.random.default_rng(2)
-    arrays = [rng.standard_normal((8, 8)), rng.standard_normal((8, 8)), rng.standard_normal(8)]
+    arrays = [rng.standard_normal((n, n)), rng.standard_normal((n, n)), rng.standard_normal(n)]
     for got, want in zip(program(*arrays), Program([y, mv], [A, B, x], fuse_kernels=False)(*arrays), strict=True):
         _close(got, want)
     assert "@" in program._straight_line.source
+
+
+def test_a_short_contraction_is_summed_where_the_region_reads_it() -> None:
+    """``Ω ⊙ (T − U Vᵀ)`` of rank 3: the product's terms are written into the kernel (no n × n
+    product in memory); a short sum read at fewer indices than the loops around it stays BLAS."""
+    U, V, T = var("U", (20, 3)), var("V", (30, 3)), var("T", (20, 30))
+    residual = unary("pow", add(T, einsum("ik,jk,->ij", U, V, const(-1.0))), 2.0)
+    program = Program([einsum("ij->i", residual)], [U, V, T])
+    [kernel] = _fused(program)
+    assert kernel.definition.source == ("fused[i0] = sum(s0, 0, 29, (x0[i0, s0] + -1 * (x1[i0, 0] * x2[s0, 0] "
+                                        "+ x1[i0, 1] * x2[s0, 1] + x1[i0, 2] * x2[s0, 2]))**2)")
+    assert [x.param for x in kernel.region.inputs] == ["T", "U", "V"]
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((20, 3)), rng.standard_normal((30, 3)), rng.standard_normal((20, 30))]
+    _close(program(*arrays)[0], np.sum((arrays[2] - arrays[0] @ arrays[1].T) ** 2, axis=1))
+    # read once per row but inside a loop over columns: each column would recompute it
+    broadcast = einsum("ij,i->ij", T, unary("shift", einsum("ik,k->i", U, var("w", (3,))), 1.0))
+    regions = fusion.find_regions([unary("exp", broadcast)], min_size=0)
+    assert all(m.kind != "einsum" or m.param != "ik,k->i" for r in regions for m in r.members)
 
 
 @pytest.mark.parametrize("subscripts", ["ij->i", "ij->j", "ij->", "ij,j->i", "ij,i->j"])
