@@ -210,20 +210,39 @@ def failed_outcome(cell: Cell, status: str, error: str, worker: str, started: st
 
 
 # ---------------------------------------------------------------------------- a killable child
+#: a cell's child interpreter that dies without writing a record (a crash, not a timeout) is started
+#: again, up to this many runs in all, as a dead worker's cell is rescheduled
+CHILD_ATTEMPTS = 2
+
+
 def run_cell_in_subprocess(cell: Cell, timeout: float, worker: str | None = None) -> dict[str, Any]:
     """Run ``cell`` in a child interpreter (``python -m jacacc.sweep.child``), killed
     ``timeout`` seconds after it is ready (imports done): a hard stop that works
-    inside any process, daemonic Dask workers included."""
+    inside any process, daemonic Dask workers included.  A child that dies without a
+    record is run again, :data:`CHILD_ATTEMPTS` times in all; the record counts the runs."""
     worker = worker or default_worker()
+    for attempt in range(1, CHILD_ATTEMPTS + 1):
+        record, died = _run_child(cell, timeout, worker)
+        record["attempts"] = attempt
+        if not died:
+            break
+    return record
+
+
+def _run_child(cell: Cell, timeout: float, worker: str) -> tuple[dict[str, Any], bool]:
+    """One run of ``cell`` in a child interpreter: its record, and whether the child died without one."""
     started, start = now(), time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "jacacc.sweep.child"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        child.stdin.write(pickle.dumps(cell))
-        child.stdin.flush()
+        try:
+            child.stdin.write(pickle.dumps(cell))
+            child.stdin.flush()
+        except BrokenPipeError:  # the child died before it read the cell
+            return _child_failed(child, cell, worker, started, start), True
         ready = child.stdout.read(1)
         if ready != b"R":
-            return _child_failed(child, cell, worker, started, start)
+            return _child_failed(child, cell, worker, started, start), True
         started, start = now(), time.perf_counter()  # the cell's time starts when its process is ready
         try:
             out, _ = child.communicate(timeout=timeout)
@@ -231,12 +250,12 @@ def run_cell_in_subprocess(cell: Cell, timeout: float, worker: str | None = None
             child.kill()
             child.communicate()
             return failed_outcome(cell, "timeout", f"cell ran past its {timeout:g} s timeout and was killed",
-                                  worker, started, time.perf_counter() - start)
+                                  worker, started, time.perf_counter() - start), False
         if child.returncode != 0 or not out:
-            return _child_failed(child, cell, worker, started, start)
+            return _child_failed(child, cell, worker, started, start), True
         record = pickle.loads(out)
         record["worker"] = worker
-        return record
+        return record, False
     finally:
         if child.poll() is None:
             child.kill()

@@ -262,6 +262,32 @@ def test_a_cell_past_its_timeout_is_killed_and_stored_as_timed_out(tmp_path):
     assert fast["status"] == "ok"  # on a fresh worker
 
 
+def test_a_child_that_dies_without_a_record_is_run_again(monkeypatch):
+    from jacacc.sweep import cells
+
+    [grid] = load_grid(SLOW_AND_FAST[1])
+    cell = next(iter(grid.cells()))
+    runs: list[str] = []
+    real = cells._run_child
+
+    def dies_once(cell, timeout, worker):
+        runs.append("run")
+        if len(runs) == 1:
+            return cells.failed_outcome(cell, "error", "cell process exited with status -9", worker, cells.now(),
+                                        0.0), True
+        return real(cell, timeout, worker)
+
+    monkeypatch.setattr(cells, "_run_child", dies_once)
+    record = cells.run_cell_in_subprocess(cell, 60.0)
+    assert runs == ["run", "run"] and record["status"] == "ok" and record["attempts"] == 2
+    runs.clear()
+    monkeypatch.setattr(cells, "_run_child", lambda cell, timeout, worker: (
+        runs.append("run") or cells.failed_outcome(cell, "error", "cell process exited with status 1", worker,
+                                                   cells.now(), 0.0), True))
+    record = cells.run_cell_in_subprocess(cell, 60.0)
+    assert len(runs) == cells.CHILD_ATTEMPTS and record["status"] == "error" and record["attempts"] == 2
+
+
 def test_a_cell_past_its_timeout_on_dask_is_killed(cluster, tmp_path):
     grid = SLOW_AND_FAST
     summary = run(grid, tmp_path / "t.sqlite", scheduler=cluster, cell_timeout=1.0)
