@@ -667,12 +667,11 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
 
 
 def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:
-    """:func:`_inline_operands` with every flagged operand inlined unless that costs more FLOPs
-    than keeping them apart; then the flagged operands are inlined one at a time, each only where
-    the total does not grow.  At equal FLOPs they are inlined: kept apart, a chain of products
-    runs as pairwise einsums outside BLAS (the ten-layer net's first-layer Hessian at n = 32 took
-    17 ms that way and 6 ms planned whole; kernel ridge regression's value at n = 1000 6.9 and
-    4.5 ms, one pinned core).
+    """:func:`_inline_operands` with every flagged operand inlined where that costs fewer FLOPs
+    than keeping them apart; else the flagged operands are inlined one at a time, each only where
+    the total shrinks.  At equal FLOPs they stay apart: a product kept apart can join a fused
+    region (:mod:`jacacc.tensor.fusion`) where one einsum that sums and spreads over new axes
+    (``sum(A**2, 1)[:, None]`` against a matrix, inlined) writes the whole spread array.
     """
     if not any(inline):
         return _inline_operands(subscripts, args, inline, max_operands)
@@ -687,13 +686,13 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
     flags = [False] * len(args)
     best, fused = cost(flags)
     everything, candidate = cost(inline)
-    if everything <= best:
+    if everything < best:
         return candidate
     for k, flagged in enumerate(inline):
         if flagged:
             trial = flags[:k] + [True] + flags[k + 1:]
             total, candidate = cost(trial)
-            if total <= best:
+            if total < best:
                 flags, best, fused = trial, total, candidate
     return fused
 
