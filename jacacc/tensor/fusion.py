@@ -264,8 +264,8 @@ def _einsum_kind(node: Tensor) -> str | None:
 
 def _inline_sum(node: Tensor) -> bool:
     """A summing einsum short enough to compute inside the region that reads it: at most
-    :data:`INLINE_SUM_MAX` terms per element, at least :data:`INLINE_MIN_SIZE` of them, no
-    diagonal, no δ."""
+    :data:`INLINE_SUM_MAX` terms per entry, a result of at least :data:`INLINE_MIN_SIZE`
+    entries, no diagonal, no δ."""
     if node.kind != "einsum" or node.size < INLINE_MIN_SIZE or _elementwise_einsum(node) \
             or _is_scatter_or_diagonal(node):
         return False
