@@ -243,6 +243,12 @@ def _einsum_parts(node: Tensor) -> tuple[list[str], str]:
     return inputs.split(","), out
 
 
+def _sums(node: Tensor) -> bool:
+    """Whether the einsum ``node`` sums over a letter (one its output lacks)."""
+    inputs, out = _einsum_parts(node)
+    return not set("".join(inputs)) <= set(out)
+
+
 def _is_delta(node: Tensor) -> bool:
     return node.kind == "const" and node.param[0] == "delta"
 
@@ -311,8 +317,7 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
 def _elementwise_einsum(node: Tensor) -> bool:
     """An einsum that sums nothing and reads no diagonal: a product with broadcasting."""
     inputs, out = _einsum_parts(node)
-    return (len(set(out)) == len(out) and all(len(set(t)) == len(t) for t in inputs)
-            and set("".join(inputs)) <= set(out))
+    return len(set(out)) == len(out) and all(len(set(t)) == len(t) for t in inputs) and not _sums(node)
 
 
 def is_structural(node: Tensor, memo: dict[int, bool] | None = None) -> bool:
@@ -397,8 +402,7 @@ def _operations(node: Tensor) -> int:
     if node.kind == "add":
         return len(node.args) - 1
     if node.kind == "einsum":
-        inputs, out = _einsum_parts(node)
-        return max(len(node.args) - 1, int(not set("".join(inputs)) <= set(out)))
+        return max(len(node.args) - 1, int(_sums(node)))
     return 1  # a function, or basic indexing (a copy) and its scatter back
 
 
@@ -435,14 +439,15 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
     inputs, out = _einsum_parts(consumer)
     letter = dict(zip(out, place.names, strict=True))
     context = place.context
-    if not set("".join(inputs)) <= set(out):  # read inside the sums over the letters it has
+    summing = _sums(consumer)
+    if summing:  # read inside the sums over the letters it has
         order = _sum_order(consumer)
         sums = _sum_names(consumer, None if root else place)
         letter.update({c: Affine.of(name) for c, name in sums.items()})
         level = max((order.index(c) + 1 for c in inputs[position] if c in sums), default=0)
         # the root's place counts its own sums among its loops: its operands' start from its indices
         context = (place.variables if root else place.context) | {sums[c] for c in order[:level]}
-    strict = place.strict or (not root and not set("".join(inputs)) <= set(out))
+    strict = place.strict or (summing and not root)
     return _Place(place.root, tuple(letter[c] for c in inputs[position]), context, strict)
 
 
@@ -609,8 +614,8 @@ class _Builder:
                     for k, a in enumerate(node.args)]
         if node.kind == "add":
             return chain([("+", x) for x in operands])
-        inputs, out = _einsum_parts(node)
-        if set("".join(inputs)) <= set(out):
+        inputs, _ = _einsum_parts(node)
+        if not _sums(node):
             return _product([x for _, x in sorted(zip((len(t) for t in inputs), operands, strict=True),
                                                   key=lambda pair: pair[0])])
         return self.reduction(node, inputs, operands, _sum_names(node, None if root else place), unroll=not root)
@@ -885,9 +890,9 @@ def _interchange(root: Tensor) -> bool:
     read contiguously)."""
     if root.kind != "einsum" or root.ndim == 0:
         return False
-    inputs, out = _einsum_parts(root)
-    if set("".join(inputs)) <= set(out):
+    if not _sums(root):
         return False
+    inputs, out = _einsum_parts(root)
     big = inputs[max(range(len(root.args)), key=lambda k: root.args[k].size)]
     return bool(big) and big[-1] == out[-1]
 
