@@ -206,12 +206,19 @@ class Program:
         outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
         fusing = fusion.ENABLED if fuse_kernels is None else fuse_kernels
         structural: dict[int, bool] = {}
-        keep = (lambda node: fusion.is_structural(node, structural)) if fusing else None
-        self.outputs = fold_constants(outputs, self.dtype, keep) if fold else outputs
+        kept: list[Tensor] = []  # structural constants left to the regions
+
+        def keep(node: Tensor) -> bool:
+            if fusion.is_structural(node, structural):
+                kept.append(node)
+                return True
+            return False
+
+        self.outputs = fold_constants(outputs, self.dtype, keep if fusing else None) if fold else outputs
         planned = self.outputs
         if fusing:
             planned = fusion.fused_outputs(self.outputs, self.dtype)
-            if fold:  # the structural constants no region wrote as brackets
+            if kept:  # fold those no region wrote as brackets (one more pass only where some were kept)
                 planned = fold_constants(planned, self.dtype)
         nodes = nodes_of(planned)
         slot = {id(n): k for k, n in enumerate(nodes)}
