@@ -634,7 +634,11 @@ def fuse_einsums(roots: Sequence[Tensor], max_operands: int = MAX_FUSED_OPERANDS
 
     Where inlining an operand would cost more FLOPs it is kept apart (:func:`_cheapest_inlining`);
     since a node kept apart in one pass may be used once after the next, passes repeat until
-    nothing changes, so fusing a fused expression changes nothing.
+    nothing changes, so fusing a fused expression changes nothing.  Each einsum also weighs its
+    whole chain of single-use einsums inlined at once, taken where that costs fewer FLOPs and
+    writes no more entries to intermediates (:func:`_exclusive_cost`) than the pairwise choices:
+    a bracketing that crosses two levels (``a ⊗ b``, times ``c``, summed against ``a``) is
+    cheaper only as a whole, each of its steps alone a tie.
     """
     roots = list(roots)
     for _ in range(MAX_FUSION_PASSES):
@@ -654,6 +658,12 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
             uses[id(a)] = uses.get(id(a), 0) + 1
     keep = {id(r) for r in roots}
     fused: dict[int, Tensor] = {}
+    # per einsum: what the nodes only it uses cost as fused (``total``; ``own``: its own share) --
+    # FLOPs and entries written to intermediates -- and the deep candidate, every single-use einsum
+    # below it inlined, with the same two counts
+    total: dict[int, tuple[int, int]] = {}
+    own: dict[int, tuple[int, int]] = {}
+    deep: dict[int, tuple[Tensor, tuple[int, int], tuple[int, int]]] = {}
     for node in order:
         args = tuple(fused[id(a)] for a in node.args)
         if node.kind != "einsum":
@@ -662,8 +672,77 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
             continue
         inline = [orig.kind == "einsum" and a.kind == "einsum" and uses[id(orig)] == 1 and id(orig) not in keep
                   for orig, a in zip(node.args, args, strict=True)]
-        fused[id(node)] = _cheapest_inlining(node.param, args, inline, max_operands)
+        chosen = _cheapest_inlining(node.param, args, inline, max_operands)
+        counts = [(own.get(id(o), (0, 0)), total.get(id(o), (0, 0))) for o in node.args]
+        fused[id(node)] = chosen
+        own[id(node)], total[id(node)] = _exclusive_cost(chosen, args, counts, inline)
+        below = [deep[id(o)] if flag else (a, (0, 0), (0, 0)) for o, a, flag in zip(node.args, args, inline,
+                                                                                   strict=True)]
+        operands = tuple(b[0] for b in below)
+        # an einsum that simplified away (a product with an empty axis, say) is no longer one
+        flags = [flag and b.kind == "einsum" for b, flag in zip(operands, inline, strict=True)]
+        whole = _inline_operands(node.param, operands, flags, max_operands)
+        deep[id(node)] = (whole, *_exclusive_cost(whole, operands, [b[1:] for b in below], inline))
+        # a chain whose cheapest bracketing crosses two or more levels (the net's first-layer
+        # Hessian: a ⊗ b, then times c, then summed against a again: 34 M FLOPs and two 32⁴
+        # arrays kept apart, 33 M and one as a whole) is cheaper only as a whole.  It is taken
+        # where it also writes no more: fewer FLOPs bought with larger intermediates (an
+        # elementwise product kept apart joins a fused kernel; its pieces inlined do not) lose.
+        (_, _, (new_flops, new_written)), (flops, written) = deep[id(node)], total[id(node)]
+        if any(inline) and new_flops < flops and new_written <= written:
+            fused[id(node)], own[id(node)], total[id(node)] = deep[id(node)]
     return [fused[id(r)] for r in roots]
+
+
+def _exclusive_cost(result: Tensor, args: tuple[Tensor, ...], counts: list[tuple[tuple[int, int], tuple[int, int]]],
+                    inline: list[bool]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The FLOPs and the entries written to intermediates of ``result`` itself (its contraction
+    path's pairwise results, not its output) and of it with every node only it uses: the nodes
+    under each flagged operand (``counts``: the operand's own and its exclusive cost), the
+    operand itself (its output written) only where it is kept apart rather than inlined."""
+    existing = {id(b) for a in args for b in (a, *a.args)}
+    mine = (0, 0) if id(result) in existing else (node_flops(result), _intermediate_entries(result))
+    flops, written = mine
+    for a, ((their_flops, their_written), (all_flops, all_written)), flag in zip(args, counts, inline, strict=True):
+        if not flag:
+            continue
+        if a is result or any(a is b for b in result.args):
+            # a product that sums nothing read by another stays in the fused kernel that computes both
+            elementwise = all(b.kind == "einsum" and not _sums_any(b) for b in (a, result))
+            flops, written = flops + all_flops, written + all_written + (0 if elementwise else a.size)
+        else:
+            flops, written = flops + all_flops - their_flops, written + all_written - their_written
+    return mine, (flops, written)
+
+
+def _sums_any(node: Tensor) -> bool:
+    """Whether ``node`` is an einsum that sums over some letter (one that is in no output)."""
+    if node.kind != "einsum":
+        return False
+    inputs, out = _parse(node.param, len(node.args))
+    return not set(out) >= set("".join(inputs))
+
+
+def _intermediate_entries(node: Tensor) -> int:
+    """The entries of the pairwise results an einsum's contraction path writes before its output;
+    none for a product that sums nothing, which a fused kernel (:mod:`jacacc.tensor.fusion`)
+    computes in one pass."""
+    if node.kind != "einsum" or len(node.args) < 3 or delta_expansion(node.param, node.args) is not None:
+        return 0
+    inputs, out = _parse(node.param, len(node.args))
+    if not _sums_any(node):
+        return 0
+    extent = {c: n for labels, a in zip(inputs, node.args, strict=True) for c, n in zip(labels, a.shape, strict=True)}
+    path, _ = contraction_path(node.param, tuple(a.shape for a in node.args))
+    terms = list(inputs)
+    entries = 0
+    for step in path[:-1]:
+        taken = [terms.pop(p) for p in sorted(step, reverse=True)]
+        rest = set(out).union(*terms)
+        result = "".join(dict.fromkeys(c for t in taken for c in t if c in rest))
+        entries += math.prod(extent[c] for c in result)
+        terms.append(result)
+    return entries
 
 
 def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:

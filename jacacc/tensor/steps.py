@@ -62,7 +62,8 @@ class Contraction:
         plain = len(terms) == 2 and all(len(set(t)) == len(t) for t in terms)
         if plain and not removed and set(out) == set(terms[0]) | set(terms[1]):
             return tuple(positions), "multiply", tuple(self._broadcast(t, out) for t in terms)
-        if plain and blas and "EINSUM" not in blas:
+        batched = plain and self._batched_product(terms[0], terms[1], out)
+        if batched or (plain and blas and "EINSUM" not in blas):
             summed = [c for c in terms[0] if c in removed]
             plan = self._matmul(terms[0], terms[1], summed, out)
             swapped = self._matmul(terms[1], terms[0], summed, out)
@@ -74,6 +75,33 @@ class Contraction:
             return tuple(positions), "matmul", (*plan, False)
         return tuple(positions), "einsum", subscripts
 
+    def _batched_product(self, left: str, right: str, out: str) -> bool:
+        """Whether ``left,right->out`` runs faster as one stacked ``matmul`` (a BLAS product per
+        batch entry) than as ``einsum``: a product with batch letters (in both operands and the
+        output), summed ones (in both, not the output) and free ones on each side, each matrix at
+        least 2 × 2 × 2.  ``einsum`` keeps the products of tiny matrices (under 512 multiply-adds)
+        whose batch letters trail both operands, which it vectorizes along the batch.
+
+        Measured on one core (NumPy 2.4, OpenBLAS): ``kni,jik->jin`` at 32 per letter takes 81 µs as
+        ``matmul`` and 780 µs as ``einsum``; ``bij,bjk->bik`` for 1000 2 × 2 products 28 against
+        139 µs; ``ijb,jkb->ikb`` for the same products 36 against 6 µs (the trailing-batch case);
+        matrix-vector batches (one side free of letters) are as often slower as faster, and stay
+        ``einsum``.
+        """
+        letters = set(left) | set(right)
+        batch = [c for c in out if c in left and c in right]
+        summed = [c for c in left if c in right and c not in out]
+        if not batch or not summed or any(c not in out and c not in summed for c in letters):
+            return False
+        size = lambda chosen: math.prod(self._extent[c] for c in chosen)  # noqa: E731
+        rows, columns = size(c for c in left if c in out and c not in right), size(c for c in right if c in out
+                                                                                       and c not in left)
+        inner = size(summed)
+        if min(rows, columns, inner) < 2:
+            return False
+        trailing = all(set(term[-len(batch):]) == set(batch) for term in (left, right))
+        return not (trailing and rows * columns * inner < 512)
+
     def _broadcast(self, term: str, out: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """The transpose putting ``term``'s axes in ``out``'s order and the shape that
         broadcasts it against ``out`` (1 where it lacks an axis)."""
@@ -82,18 +110,23 @@ class Contraction:
         return perm, tuple(self._extent[c] if c in term else 1 for c in out)
 
     def _matmul(self, left: str, right: str, summed: list[str], out: str) -> tuple:
-        free_l = [c for c in left if c not in summed]
-        free_r = [c for c in right if c not in summed]
+        """How ``left,right->out`` runs as ``matmul``: each operand's transpose and the (stack of)
+        matrices it folds to, the product's shape and the transpose putting it in ``out``'s order.
+        Letters in both operands and the output are batch letters: the stack's leading axis."""
+        batch = [c for c in left if c in right and c in out]
+        free_l = [c for c in left if c not in summed and c not in batch]
+        free_r = [c for c in right if c not in summed and c not in batch]
 
         def perm(term: str, order: list[str]) -> tuple[int, ...] | None:
             p = tuple(term.index(c) for c in order)
             return None if p == tuple(range(len(term))) else p
 
         size = lambda letters: math.prod(self._extent[c] for c in letters)  # noqa: E731
-        produced = free_l + free_r
+        stack = (size(batch),) if batch else ()
+        produced = batch + free_l + free_r
         final = None if "".join(produced) == out else tuple(produced.index(c) for c in out)
-        return (perm(left, free_l + summed), (size(free_l), size(summed)),
-                perm(right, summed + free_r), (size(summed), size(free_r)),
+        return (perm(left, batch + free_l + summed), (*stack, size(free_l), size(summed)),
+                perm(right, batch + summed + free_r), (*stack, size(summed), size(free_r)),
                 tuple(self._extent[c] for c in produced), final)
 
     def __call__(self, *operands: Any, xp: Any = np) -> Any:

@@ -168,7 +168,7 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
             a, b = (_folded(operand, term, perm, matrix, extent)
                     for (operand, term), perm, matrix in zip(operands, (pa, pb), (sa, sb), strict=True))
             text = f"{src.matmul}({a}, {b})" if src.matmul else f"({a} @ {b})"
-            if shape != (sa[0], sb[1]):
+            if shape != (*sa[:-1], sb[-1]):
                 text = f"{text}.reshape({shape!r})"
             if final is not None:
                 text = f"{text}.transpose({final!r})"

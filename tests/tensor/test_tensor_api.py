@@ -403,6 +403,34 @@ def test_derivative_expression_argnum():
                                grad(lambda *a: logistic(*a, xp=jnp), argnums=1)(*_j(w, X, y)), **TOL)
 
 
+# ---------------------------------------------------------------------------- pairwise steps
+@pytest.mark.parametrize(("subscripts", "shapes", "kind"), [
+    ("kni,jik->jin", [(5, 4, 6), (3, 6, 5)], "matmul"),  # batch i between the free and summed letters
+    ("bij,bjk->bik", [(7, 2, 3), (7, 3, 2)], "matmul"),
+    ("abij,bjk->kiab", [(2, 3, 4, 5), (3, 5, 6)], "matmul"),  # batch b, free a and i on one side
+    ("ijb,jkb->ikb", [(20, 30, 7), (30, 20, 7)], "matmul"),
+    ("ijb,jkb->ikb", [(2, 3, 7), (3, 2, 7)], "einsum"),  # tiny products along a trailing batch
+    ("ijk,ik->ij", [(9, 4, 5), (9, 5)], "einsum"),  # matrix-vector products
+])
+def test_batched_products_run_as_stacked_matrix_products(subscripts, shapes, kind):
+    """A product with batch letters runs as one stacked ``matmul`` (BLAS per batch entry) where its
+    matrices are at least 2 × 2 × 2, unless they are tiny and the batch trails both operands; the
+    interpreter and the straight-line program give the einsum's result."""
+    from jacacc.tensor.expr import einsum, var
+    from jacacc.tensor.steps import Contraction
+
+    rng = np.random.default_rng(8)
+    values = [rng.normal(size=s) for s in shapes]
+    contraction = Contraction(subscripts, shapes)
+    assert [step[1] for step in contraction._steps] == [kind]
+    want = np.einsum(subscripts, *values)
+    np.testing.assert_allclose(contraction(*values), want, **TOL)
+    operands = [var(f"x{k}", s) for k, s in enumerate(shapes)]
+    program = Program([einsum(subscripts, *operands)], operands, fuse_kernels=False)
+    np.testing.assert_allclose(program(*values)[0], want, **TOL)
+    assert (kind == "matmul") == ("@" in program._straight_line.source)
+
+
 # ---------------------------------------------------------------------------- FLOPs
 def _einsum_cost(node) -> int:
     """FLOPs of the contraction the evaluator runs for an einsum node, counted step by
@@ -561,6 +589,42 @@ def test_fused_contraction_is_planned_whole():
 
 def flops_total(root):
     return sum(node_flops(n) for n in nodes_of([root]))
+
+
+def test_a_chain_cheaper_only_as_a_whole_is_fused_whole():
+    """The ten-layer net's first-layer Hessian ends in a ⊗ b, times c, summed against a: each
+    pair kept apart costs as much as inlined (so neither is inlined alone), the whole chain
+    costs fewer FLOPs and writes no n⁴ intermediate: it becomes one einsum."""
+    from jacacc.tensor.expr import einsum, fuse_einsums, var
+
+    n = 12
+    a, b, c = var("a", (n, n)), var("b", (n, n)), var("c", (n, n, n))
+    ab = einsum("sp,pq->spq", a, b)
+    abc = einsum("spq,pqr->spqr", ab, c)
+    root = einsum("spqr,lp->sqrl", abc, a)
+    (fused,) = fuse_einsums([root])
+    assert fused.kind == "einsum" and len(fused.args) == 4 and not any(x.kind == "einsum" for x in fused.args)
+    assert flops_total(fused) < flops_total(root)
+    rng = np.random.default_rng(5)
+    values = {"a": rng.normal(size=(n, n)), "b": rng.normal(size=(n, n)), "c": rng.normal(size=(n, n, n))}
+    (got,) = Program([fused], [a, b, c])(values["a"], values["b"], values["c"])
+    np.testing.assert_allclose(got, np.einsum("sp,pq,pqr,lp->sqrl", values["a"], values["b"], values["c"],
+                                              values["a"]), **TOL)
+
+
+def test_an_elementwise_product_before_a_matrix_product_is_kept_apart():
+    """Inlining ``u[i]·w[j]·M[i,j]`` into ``… @ Wᵀ`` saves FLOPs (w scales W, u the product) but
+    writes larger intermediates than the one product, which a fused kernel computes in a pass:
+    the product stays apart."""
+    from jacacc.tensor.expr import einsum, fuse_einsums, var
+
+    u, w, M, W = var("u", (256,)), var("w", (64,)), var("M", (256, 64)), var("W", (64, 64))
+    product = einsum("i,ij->ij", u, einsum("j,ij->ij", w, M))
+    root = einsum("ij,mj->im", product, W)
+    whole = einsum("i,j,ij,mj->im", u, w, M, W)
+    assert flops_total(whole) < flops_total(root)  # what inlining everything would save
+    (fused,) = fuse_einsums([root])
+    assert fused.args[1] is W and fused.args[0].shape == (256, 64) and fused.args[0].kind == "einsum"
 
 
 # ---------------------------------------------------------------------------- value_and_grad
