@@ -46,7 +46,9 @@ is timed: the largest entry difference relative to the largest reference
 entry must be at most 1e-8; a mismatch is recorded (``status: mismatch``) and
 never timed.  Timing: the first call alone (``first_call_s``: trace, plan or
 compile, and one evaluation), one warm-up call, then ``--repeats`` samples
-(default 7), each a call looped for at least 20 ms and averaged; the row keeps
+(default 7), each a call looped for at least 20 ms and averaged, taken in rounds
+that time every library once each (a slow stretch of the shared host then
+costs each library one sample, not one library all of them); the row keeps
 the best and the median sample.  Results are dropped after each call.  The
 ratio of a row is jacacc's best time over the best peer's (JAX or PyTorch,
 whichever is faster; < 1: jacacc faster); the summary gives per quantity the
@@ -544,8 +546,21 @@ def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
 # =========================================================================== measuring
 def timed_samples(call: Callable[[], Any], repeats: int, min_time: float) -> list[float]:
     """One warm-up call, then ``repeats`` samples (each ``call`` looped for ``min_time`` and averaged)."""
-    call()
-    return [time_call(call, repeat=1, min_time=min_time) for _ in range(repeats)]
+    return interleaved_samples([call], repeats, min_time)[0]
+
+
+def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: float) -> list[list[float]]:
+    """``repeats`` samples of each call (looped for ``min_time`` and averaged), taken in rounds -- one
+    sample of every call per round -- after one warm-up call each.  A stretch in which the machine runs
+    slow (seconds of it were seen on this shared host, doubling every time measured in them) then
+    slows one sample of each library, not all the samples of one, and the ratios of best times hold."""
+    for call in calls:
+        call()
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeats):
+        for call, mine in zip(calls, samples, strict=True):
+            mine.append(time_call(call, repeat=1, min_time=min_time))
+    return samples
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:
@@ -557,12 +572,10 @@ def _failure(exc: BaseException) -> tuple[str, str]:
     return status, f"{type(exc).__name__}: {message}"[:500]
 
 
-def measure(objective: Objective, quantity: str, library: str, args: tuple[np.ndarray, ...],
-            reference: tuple[np.ndarray, str] | None, repeats: int, min_time: float) -> tuple[dict, np.ndarray | None]:
-    """One row: the first call (checked against ``reference``), then the timed samples if it matched.
-
-    Returns the row and the first call's result (None where the call failed).
-    """
+def checked_call(objective: Objective, quantity: str, library: str, args: tuple[np.ndarray, ...],
+                 reference: tuple[np.ndarray, str] | None) -> tuple[dict, np.ndarray | None, Callable[[], Any] | None]:
+    """One row's first call, checked against ``reference``: the row so far, the call's result (None
+    where the call failed) and the call to time (None where it failed or did not match)."""
     row: dict[str, Any] = {"library": library, "method": DESCRIPTIONS[library][quantity]}
     try:
         call, prepare_s = PREPARE[library](objective, quantity, args)
@@ -571,38 +584,58 @@ def measure(objective: Objective, quantity: str, library: str, args: tuple[np.nd
         row["first_call_s"] = prepare_s + time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001 - a failure is data: the row records it
         row["status"], row["error"] = _failure(exc)
-        return row, None
+        return row, None, None
     if reference is not None:
         error = relative_error(result, reference[0])
         row.update(reference=reference[1], max_rel_error=error, matches=bool(error <= TOLERANCE))
         if not row["matches"]:
             row["status"] = "mismatch"
             row["error"] = f"off from {reference[1]} by {error:.3g} (relative to its largest entry)"
-            return row, result
+            return row, result, None
     else:
         row.update(reference=None, max_rel_error=None, matches=None)
-    samples = timed_samples(call, repeats, min_time)
+    return row, result, call
+
+
+def _timed(row: dict, samples: list[float]) -> None:
     row.update(status="ok", best_s=min(samples), median_s=statistics.median(samples), samples=samples)
+
+
+def measure(objective: Objective, quantity: str, library: str, args: tuple[np.ndarray, ...],
+            reference: tuple[np.ndarray, str] | None, repeats: int, min_time: float) -> tuple[dict, np.ndarray | None]:
+    """One row on its own: the first call (checked against ``reference``), then the timed samples if
+    it matched.  Returns the row and the first call's result (None where the call failed)."""
+    row, result, call = checked_call(objective, quantity, library, args, reference)
+    if call is not None:
+        _timed(row, timed_samples(call, repeats, min_time))
     return row, result
 
 
 def measure_objective(objective: Objective, n: int, args: tuple[np.ndarray, ...], repeats: int,
                       min_time: float) -> list[dict]:
-    """Every quantity of one objective at one size, each library checked against JAX (else PyTorch)."""
+    """Every quantity of one objective at one size, each library checked against JAX (else PyTorch),
+    then the libraries that matched timed in interleaved rounds (:func:`interleaved_samples`)."""
     rows = []
     for quantity in QUANTITIES:
         reference: tuple[np.ndarray, str] | None = None
+        checked: list[tuple[dict, Callable[[], Any] | None]] = []
         for library in LIBRARIES:
-            row, result = measure(objective, quantity, library, args, reference, repeats, min_time)
-            if reference is None and library in PEERS and row["status"] == "ok":
+            row, result, call = checked_call(objective, quantity, library, args, reference)
+            if reference is None and library in PEERS and call is not None:
                 reference = (result, library)  # JAX's result, or PyTorch's where JAX failed
             del result
+            checked.append((row, call))
+        timed = [(row, call) for row, call in checked if call is not None]
+        for (row, _), samples in zip(timed, interleaved_samples([call for _, call in timed], repeats, min_time),
+                                     strict=True):
+            _timed(row, samples)
+        for row, _ in checked:
             row = {"objective": objective.name, "family": objective.family, "n": n, "params": int(args[0].size),
                    "shape": list(args[0].shape), "quantity": quantity, **row}
             rows.append(row)
             timing = (f"best {row['best_s']:.3g} s, median {row['median_s']:.3g} s" if row["status"] == "ok"
                       else row["error"])
-            note(f"{objective.name:<24} n={n:<5} {quantity:<8} {library:<6} {row['status']:<8} {timing}")
+            note(f"{objective.name:<24} n={n:<5} {quantity:<8} {row['library']:<6} {row['status']:<8} {timing}")
     return rows
 
 
