@@ -131,7 +131,7 @@ def render_breadth(results_dir: str, figures: str = "figures") -> str | None:
     return "\n".join([
         BREADTH_START,
         _measured_by(record, "tensor_breadth") + (f"; {measured}" if measured else "") + "; float64, best of "
-        f"{params.get('repeats')} warm samples; ratio = jacacc's time / the best peer's (< 1: jacacc faster)"
+        f"{params.get('repeats')} warm samples (taken in rounds across the libraries); ratio = jacacc's time / the best peer's (< 1: jacacc faster)"
         + (f"; load average {load[0]:.2f} when it started" if load else "") + ".",
         "",
         readme_table(record),
