@@ -109,7 +109,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,11 @@ INLINE_SUM_MAX = 8
 #: the fewest entries of a short contraction's result for it to be written into a region: 2²¹
 #: (16 MiB of float64, half the L3 cache of the machine measured; see :data:`INLINE_SUM_MAX`)
 INLINE_MIN_SIZE = 1 << 21
+#: the most places at which a region computes one cheap node (no costly function, no sum) read
+#: there more than once, each time at every loop index -- ``J[i, j - 1]`` and ``J[i, j]`` of a banded
+#: Jacobian -- rather than writing it to memory and reading it back (XLA duplicates such producers
+#: into each consumer too); a node read broadcast (at fewer indices than the loops) is computed once
+MAX_COPIES = 4
 #: the table's operations of two operands that are the kernel language's arithmetic
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _ZERO = Affine.make({}, 0)
@@ -230,6 +235,9 @@ class _Place:
     #: inside a short sum written into the region (:data:`INLINE_SUM_MAX`): a node joins only if it is
     #: read at every loop index around it, or each output element would recompute it per term
     strict: bool = False
+    #: how many times per element the region computes the node: above 1 for a cheap node read at
+    #: several places (:data:`MAX_COPIES`), whose costly operands are then computed once, outside
+    copies: int = 1
 
     @property
     def variables(self) -> frozenset[str]:
@@ -432,10 +440,11 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
     """Where operand ``position`` of ``consumer`` (at ``place``; ``root``: the region's root) is read."""
     operand = consumer.args[position]
     if consumer.kind == "op":  # basic indexing or its scatter (_index_map)
-        return _Place(place.root, _indexed_names(consumer, place.names)[0], place.context, place.strict)
+        return _Place(place.root, _indexed_names(consumer, place.names)[0], place.context, place.strict,
+                      place.copies)
     if consumer.kind != "einsum":
         names = place.names if operand.shape == consumer.shape else ()
-        return _Place(place.root, names, place.context, place.strict)
+        return _Place(place.root, names, place.context, place.strict, place.copies)
     inputs, out = _einsum_parts(consumer)
     letter = dict(zip(out, place.names, strict=True))
     context = place.context
@@ -448,7 +457,7 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
         # the root's place counts its own sums among its loops: its operands' start from its indices
         context = (place.variables if root else place.context) | {sums[c] for c in order[:level]}
     strict = place.strict or (summing and not root)
-    return _Place(place.root, tuple(letter[c] for c in inputs[position]), context, strict)
+    return _Place(place.root, tuple(letter[c] for c in inputs[position]), context, strict, place.copies)
 
 
 def _root_place(slot: int, node: Tensor) -> _Place:
@@ -521,23 +530,47 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
     inline_sums = {k for k, n in enumerate(nodes) if id(n) not in scatters and _inline_sum(n)}
 
     def joins(k: int, user: int, here: _Place) -> _Place | None:
-        """Where node ``k`` is read in the region of ``user`` (at ``here``), if it joins it."""
+        """Where node ``k``, read only by ``user``, is read in the region of ``user`` (at ``here``), if it
+        joins it."""
+        if consumers.get(k) != [user]:
+            return None
+        return joins_at(k, [(user, here, nodes[user].args.index(nodes[k]))])
+
+    def joins_at(k: int, reads: list[tuple[int, _Place, int]]) -> _Place | None:
+        """Where node ``k`` is read in one region, if it joins it: ``reads`` are its users, their places
+        and the operand positions at which they read it (more than one: a cheap node, computed anew
+        at each read rather than written to memory and read back)."""
         node = nodes[k]
         inline = k in inline_sums
-        if (kinds.get(k) != "elementwise" and not inline) or k in keep or consumers.get(k) != [user]:
+        if (kinds.get(k) != "elementwise" and not inline) or k in keep:
             return None
-        place = _operand_place(nodes[user], here, nodes[user].args.index(node), here.root == user)
-        if (inline or place.strict or _expensive(node)) and place.variables != place.context:
-            return None  # read at fewer indices than the loops around it: computed once, outside
-        return place
+        places = [_operand_place(nodes[user], here, position, here.root == user) for user, here, position in reads]
+        copies = sum(place.copies for place in places)  # bounded: nodes copied under copies multiply
+        if len(reads) > 1 and (inline or _expensive(node) or copies > MAX_COPIES
+                               or any(place.variables != place.context for place in places)):
+            return None  # copies only of a node read at every loop index: broadcast, it is computed once
+        for place in places:
+            if (inline or place.strict or _expensive(node)) and place.variables != place.context:
+                return None  # read at fewer indices than the loops around it: computed once, outside
+            if copies > 1 and _expensive(node):
+                return None  # a costly function under a node computed at several reads: once, outside
+        return replace(places[0], copies=copies)
+
+    def reads_of(k: int) -> list[tuple[int, _Place, int]] | None:
+        """Each read of node ``k`` (user, its place, operand position) where all its users are in one
+        region; None otherwise."""
+        users = sorted(set(consumers.get(k, [])))
+        if not users or any(u not in places for u in users) or len({places[u].root for u in users}) > 1:
+            return None
+        return [(u, places[u], position) for u in users for position, a in enumerate(nodes[u].args) if a is nodes[k]]
 
     places: dict[int, _Place] = {}
     for k in reversed(range(len(nodes))):
         node = nodes[k]
         if k not in kinds and k not in inline_sums:
             continue
-        users = consumers.get(k, [])
-        place = joins(k, users[0], places[users[0]]) if len(users) == 1 and users[0] in places else None
+        reads = reads_of(k)
+        place = joins_at(k, reads) if reads is not None else None
         if place is None and k not in kinds:
             continue  # a short contraction no region reads at every index: one BLAS call
         if place is None and kinds[k] == "reduction":

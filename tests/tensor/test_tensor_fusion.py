@@ -437,7 +437,31 @@ def test_a_hessian_of_differences_keeps_its_delta_structure() -> None:
     assert np.count_nonzero(got - np.diag(np.diag(got))) < 6 * n  # tridiagonal, but x[0]·x[-1] and x[::2]
 
 
-def test_a_structural_constant_no_region_takes_is_folded() -> None:
+def test_a_banded_jacobian_read_at_two_offsets_is_computed_where_it_is_read() -> None:
+    """Rosenbrock's Hessian reads the n × (n − 1) Jacobian of x[1:] − x[:-1]² at [i, j − 1] and
+    [i, j]: a cheap node, so the one kernel writing the Hessian computes it at both reads instead of
+    writing it to memory first (at n = 4096 that was a 128 MB array)."""
+    n = 40
+    x = np.random.default_rng(4).standard_normal(n)
+    h = jt.hessian(lambda x: np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2))
+    got = h(x)
+    (program,) = h.plans.values()
+    assert len(_fused(program)) == 1
+    assert [node.shape for node in program.nodes if node.ndim == 2] == [(n, n)]
+    unfused = Program(program.outputs, program.inputs, program.dtype, fuse_kernels=False)
+    _close(got, unfused(x)[0])
+
+
+@pytest.mark.parametrize(("reads", "joins"), [(2, True), (fusion.MAX_COPIES, True), (fusion.MAX_COPIES + 1, False)])
+def test_a_cheap_node_read_at_several_places_joins_up_to_max_copies(reads: int, joins: bool) -> None:
+    x, z = var("x", (12,)), var("z", (12, 12))
+    cheap = einsum("i,ij->ij", x, z)  # no sum, no costly function
+    rows = 12 - reads + 1
+    terms = [unary("sin", index_node(cheap, BasicKey((("s", k, 1, rows), ("s", 0, 1, 12))))) for k in range(reads)]
+    root = add(*terms)
+    (region,) = fusion.find_regions([root], min_size=0)
+    assert (cheap in region.members) is joins and (cheap in region.inputs) is not joins
+
     """``(δ[:, 1:] − δ[:, :-1]) @ x`` is a BLAS product: its difference matrix is folded once."""
     n = 30
     x = var("x", (n - 1,))
