@@ -19,7 +19,8 @@ for ``f.compile("numba")`` (``k.vjp``: one parallel kernel per argument), ``jax.
 ``jax.numpy`` / ``torch`` (broadcasting, ``jnp.correlate``, ``correlate2d`` / ``conv1d``,
 ``conv2d``, fancy indexing), each result checked equal to jacacc's first (float64).  Output
 sizes run from 10⁴ to 10⁷ elements; the median of ``--repeat`` samples (the tools taking turns) is recorded per case,
-size and tool (the first call, which compiles, is recorded apart), with the ratio of jacacc's time
+size and tool (the first call, which compiles, is recorded apart: jacacc's kernels are cached on disk,
+so on a machine that ran the benchmark before it loads them), with the ratio of jacacc's time
 to the best peer's.
 
 Writes ``results/elementwise_kernels.json`` and ``figures/elementwise_kernels.png``.
@@ -397,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
               "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
               "timing": "median of `repeat` samples, the tools taking turns, after 0.05 s (3 calls at least) "
-                        "of warm-up each; a sample averages calls until 0.02 s; the first call (compilation) "
-                        "is recorded apart",
+                        "of warm-up each; a sample averages calls until 0.02 s; the first call (compilation, or "
+                        "for jacacc a load from its on-disk kernel cache) is recorded apart",
               "measured": "all gradients of one vjp from the inputs and df (jacacc: k.vjp; JAX: jit of vjp "
                           "including the forward pass; PyTorch: forward + autograd.grad)"}
     rows: list[dict[str, Any]] = []

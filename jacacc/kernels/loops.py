@@ -470,16 +470,17 @@ def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
 
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,
-                 parallel: bool = True, interchange: bool | None = None, cache: bool = False) -> Callable:
+                 parallel: bool = True, interchange: bool | None = None, cache: bool = True) -> Callable:
     """The kernel compiled by Numba: ``@njit(parallel=True)``, a ``prange`` over the outermost
     index (or, with ``reduction``, over chunks of the final sum: :func:`python_source`); with
     ``parallel=False`` the same loops on the calling thread (no thread wake-up: small inputs).
     ``interchange`` is :func:`python_source`'s.
 
-    With ``cache``, a kernel of the same source is compiled once per process (the dispatcher is
-    kept in memory, and Numba compiles it once per argument type) and, where the directory of
-    :func:`kernel_cache_dir` is writable, once per machine: the source is written there as a
-    module and jitted with Numba's ``cache=True``, so another process loads the machine code.
+    With ``cache`` (the default), a kernel of the same source is compiled once per process (the
+    dispatcher is kept in memory, and Numba compiles it once per argument type) and, where the
+    directory of :func:`kernel_cache_dir` is writable, once per machine: the source is written there
+    as a module and jitted with Numba's ``cache=True``, so another process loads the machine code.
+    ``cache=False`` compiles anew (what a measurement of compile time wants).
 
     Examples
     --------
