@@ -60,7 +60,7 @@ def compile_scaling(problem: str, part_sizes: tuple[int, ...], method: str = "ma
     for part in part_sizes:
         start = time.perf_counter()
         kernel = compile_kernel(traced, backend="numba", method=method, cache=False,
-                                backend_options={"max_statements": part})
+                                backend_options={"max_statements": part, "disk_cache": False})
         codegen = time.perf_counter() - start
         kernel.compile()
         row = {

@@ -574,7 +574,8 @@ def bench_kernels(
     backend with ``fastmath=True``.
 
     Each implementation is built once (compile time recorded separately, not
-    timed), checked against the numpy kernel on ``check_points`` points (the
+    timed; a numba kernel compiled before on the machine is loaded from Numba's
+    on-disk cache instead), checked against the numpy kernel on ``check_points`` points (the
     largest absolute deviation is recorded), then timed: best of ``repeat``
     calls on all ``N`` points.  A missing optional dependency skips its rows
     (recorded with ``"skipped"``), as does the numpy backend where its

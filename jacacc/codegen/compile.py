@@ -53,7 +53,8 @@ class Kernel:
     emitted_mults : int
         ``mults - skipped - folded``: what the code multiplies per point.
     compile_time : float or None
-        Seconds spent in the backend's compiler (None until compiled).
+        Seconds spent in the backend's compiler (None until compiled); for Numba's on-disk
+        cache (the numba backend's ``disk_cache``), the seconds spent loading the machine code.
 
     Examples
     --------

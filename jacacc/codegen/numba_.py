@@ -101,15 +101,21 @@ class NumbaPrinter(CodePrinter):
         ``"float64"`` or ``"float32"``.
     fastmath : bool or set of str, default False
         Numba's ``fastmath`` argument, printed into every decorator.
+    vector_math : bool, default True
+        Call the kernel layer's vectorizable helpers rather than libm.
+    cache : bool, default False
+        Numba's ``cache``, printed into every decorator: for a module imported from a file
+        (:func:`jacacc.kernels.cached_module`).
     """
 
     function_names: ClassVar[dict[str, str]] = kernels.spellings("numba")
 
     def __init__(self, dtype: str = "float64", fastmath: bool | frozenset[str] = False,
-                 vector_math: bool = True) -> None:
+                 vector_math: bool = True, cache: bool = False) -> None:
         super().__init__(dtype)
         self.fastmath = fastmath
         self.vector_math = vector_math
+        self.cache = cache
         if vector_math:  # the helpers, in templates that call them too (logistic's exp)
             self.function_names = kernels.spellings("numba", vector_math=True)
         self.block = MAX_BLOCK
@@ -136,7 +142,7 @@ class NumbaPrinter(CodePrinter):
 
     def _decorator(self, parallel: bool = False) -> str:
         return (f"@njit({'parallel=True, ' if parallel else ''}error_model='numpy', "
-                f"fastmath={self._fastmath_text()}, cache=False)")
+                f"fastmath={self._fastmath_text()}, cache={self.cache})")
 
     def _statement(self, s: Statement) -> str:
         line = self.assign(s.name, self.doprint(s.expr))
@@ -247,6 +253,11 @@ class NumbaBackend(Backend):
         above — every inlined helper multiplies LLVM's work, and on large
         programs compile time dominates (GaussianDataFitting, 2 275 edges:
         more than 5 minutes with the helpers, about 1 minute without).
+    disk_cache : bool, default True
+        Import the module from a file under :func:`jacacc.kernels.kernel_cache_dir` with
+        Numba's ``cache=True``, so a kernel compiled once on a machine is loaded by every later
+        process (then :attr:`~jacacc.codegen.compile.Kernel.compile_time` is the load);
+        ``False`` compiles anew, as a measurement of compile time wants.
 
     Examples
     --------
@@ -258,7 +269,7 @@ class NumbaBackend(Backend):
     extra = "cpu"
 
     def __init__(self, max_statements: int = 1500, fastmath: bool | Any = False, block: int | None = None,
-                 vector_math: bool | str = "auto") -> None:
+                 vector_math: bool | str = "auto", disk_cache: bool = True) -> None:
         if not _positive_int(max_statements):
             raise RegistryError(f"numba backend: max_statements must be a positive integer, got {max_statements!r}")
         if block is not None and not _positive_int(block):
@@ -268,13 +279,19 @@ class NumbaBackend(Backend):
         self.block = None if block is None else int(block)
         if vector_math != "auto" and not isinstance(vector_math, bool):
             raise RegistryError(f"numba backend: vector_math must be True, False or 'auto', got {vector_math!r}")
+        if not isinstance(disk_cache, bool):
+            raise RegistryError(f"numba backend: disk_cache must be True or False, got {disk_cache!r}")
         self.vector_math = vector_math
+        self.disk_cache = disk_cache
 
     def generate(self, prog: JacobianProgram, dtype: str) -> str:
+        return self._source(prog, dtype, self.disk_cache)
+
+    def _source(self, prog: JacobianProgram, dtype: str, cache: bool) -> str:
         vector_math = self.vector_math
         if vector_math == "auto":
             vector_math = len(prog.statements) <= VECTOR_MATH_MAX_STATEMENTS
-        printer = NumbaPrinter(dtype, self.fastmath, bool(vector_math))
+        printer = NumbaPrinter(dtype, self.fastmath, bool(vector_math), cache)
         return printer.block_program(prog, "kernel", self.max_statements, self.block)
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
@@ -282,9 +299,15 @@ class NumbaBackend(Backend):
         # the helpers written into their callers' statements (Numba's own inlining costs a copy of
         # the helper's IR per call); ``source`` stays the readable text
         text = kernels.inline_helpers(source, kernels.HELPER_NAMES)
-        filename = register_source(text, self.name)
-        namespace: dict[str, Any] = {"__name__": f"jacacc_numba_{filename[-13:-1]}"}
-        exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
+        module = kernels.cached_module(text) if self.disk_cache else None
+        if module is not None:
+            namespace = vars(module)
+        else:  # no cache directory: run from memory, where Numba cannot cache
+            if self.disk_cache:
+                text = kernels.inline_helpers(self._source(prog, dtype, False), kernels.HELPER_NAMES)
+            filename = register_source(text, self.name)
+            namespace = {"__name__": f"jacacc_numba_{filename[-13:-1]}"}
+            exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
         dispatcher = namespace["kernel"]
         nb_type = getattr(numba.types, dtype)
         signature = (nb_type[:, ::1], nb_type[:, ::1], nb_type[:, ::1])

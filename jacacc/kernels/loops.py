@@ -56,7 +56,7 @@ from jacacc.kernels.functions import HELPER_NAMES, SMALL_VECTOR_MATH, fastmath_t
 from jacacc.kernels.inline import inline_helpers
 
 __all__ = ["BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
-           "InteriorSplit", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+           "InteriorSplit", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
            "python_kernel", "python_source"]
 
 
@@ -582,6 +582,25 @@ def kernel_cache_dir() -> Path | None:
     except OSError:
         return None
     return directory if os.access(directory, os.W_OK) else None
+
+
+def cached_module(text: str) -> Any | None:
+    """The generated module ``text`` written to :func:`kernel_cache_dir` (under the hash of its text)
+    and imported, so that the functions it jits with Numba's ``cache=True`` are compiled once per
+    machine; None where there is no writable cache directory (the caller then runs ``text`` from
+    memory, without ``cache=True``).
+
+    >>> module = cached_module("VALUE = 41 + 1\n")
+    >>> module is None or module.VALUE == 42
+    True
+    """
+    directory = kernel_cache_dir()
+    if directory is None:
+        return None
+    try:
+        return _file_module(text, directory)
+    except OSError:  # written by another process meanwhile, or the disk is full: from memory
+        return None
 
 
 def _file_module(text: str, directory: Path) -> Any:

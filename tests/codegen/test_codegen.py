@@ -4,10 +4,13 @@ rule and finite differences; structural-constant skipping; CUDA source; registry
 from __future__ import annotations
 
 import importlib.util
+import json
 import linecache
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,8 @@ from jacacc.errors import GraphError, MissingExtraError, RegistryError
 from jacacc.partials import Apply, Const
 from jacacc.problems import get
 from jacacc.verify import central_differences
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _shared(x):
@@ -238,6 +243,47 @@ def test_numba_split_parts_and_float32():
     J32 = k32(X)
     assert J32.dtype == np.float32
     np.testing.assert_allclose(J32, traced.reference_jacobian(X), rtol=2e-3, atol=2e-3)
+
+
+_DISK_CACHE_SCRIPT = """
+import json, sys
+import numpy as np
+import jacacc
+disk_cache = sys.argv[1] == "1"
+f = jacacc.trace(lambda x: [x[0] * x[1] + 0.4375 * x[0], x[0] - x[1] * x[1]], 2)
+k = jacacc.compile(f, backend="numba", backend_options={"disk_cache": disk_cache}).compile()
+V, J = k.values_and_jacobians(np.array([[2.0, 3.0]]))
+assert np.allclose(J, [[[3.4375, 2.0], [1.0, -6.0]]]) and np.allclose(V, [[6.875, -7.0]])
+modules = [m for name, m in sys.modules.items() if name.startswith("jacacc_kernel_")]
+stats = modules[0].kernel.stats if modules else None
+print(json.dumps({"module": bool(modules), "hits": stats and sum(stats.cache_hits.values()),
+                  "misses": stats and sum(stats.cache_misses.values()), "cached_source": "cache=True" in k.source}))
+"""
+
+
+@pytest.mark.parametrize("directory", ["writable", "none"])
+def test_numba_kernels_are_cached_on_disk_for_another_process(directory, tmp_path):
+    """A numba kernel compiled once is loaded, not compiled, by a later process (Numba's on-disk cache
+    under the kernel layer's directory); with ``disk_cache=False``, or no writable directory
+    (``JACACC_CACHE_DIR=""``), it is compiled from memory each time, with the same results."""
+    pytest.importorskip("numba")
+    root = str(tmp_path) if directory == "writable" else ""
+
+    def run(disk_cache: bool) -> dict:
+        env = {**os.environ, "JACACC_CACHE_DIR": root, "PYTHONPATH": str(REPO)}
+        done = subprocess.run([sys.executable, "-c", _DISK_CACHE_SCRIPT, "1" if disk_cache else "0"],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    if directory == "none":
+        assert run(True) == {"module": False, "hits": None, "misses": None, "cached_source": True}
+        return
+    assert run(False) == {"module": False, "hits": None, "misses": None, "cached_source": False}
+    assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").glob("k*.py"))
+    assert run(True) == {"module": True, "hits": 0, "misses": 1, "cached_source": True}
+    assert len(list((tmp_path / "kernels").glob("k*.py"))) == 1
+    assert run(True) == {"module": True, "hits": 1, "misses": 0, "cached_source": True}
 
 
 @pytest.mark.parametrize("n_points", [0, 1, 7, 300, 1025])
