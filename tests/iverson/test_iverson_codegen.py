@@ -7,6 +7,12 @@ Numba loops is checked on the generated source (no timing here).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,6 +62,36 @@ def test_compiled_programs_agree_with_the_interpreter(backend: str, seed: int, s
         got = iv.compile(expr, backend=backend)(**arrays)
         assert type(got) is type(expected)
         assert np.allclose(flat(got), flat(expected), rtol=1e-12, atol=1e-12), str(expr)
+
+
+_CACHED_SCRIPT = """
+import json
+import numpy as np
+import jacacc.iverson as iv
+from jacacc.iverson.generate import random_program
+program = random_program(np.random.default_rng(5), scalar=True, max_extent=4, max_depth=5)
+arrays = program.arrays(np.random.default_rng(6))
+kernel = iv.compile(program.expr, backend="numba")
+assert np.allclose(kernel(**arrays), iv.evaluate(program.expr, **arrays), rtol=1e-12, atol=1e-12)
+stats = kernel.kernel.stats
+print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+def test_numba_kernels_are_cached_on_disk_for_another_process(tmp_path) -> None:
+    """The loop nest a process compiles is loaded by the next one (Numba's on-disk cache under the
+    kernel layer's directory), with the same value."""
+    pytest.importorskip("numba")
+    env = {**os.environ, "JACACC_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", _CACHED_SCRIPT], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert run() == {"hits": 0, "misses": 1}
+    assert run() == {"hits": 1, "misses": 0}
 
 
 @pytest.mark.parametrize("seed", range(12))
