@@ -590,7 +590,7 @@ def cached_module(text: str) -> Any | None:
     machine; None where there is no writable cache directory (the caller then runs ``text`` from
     memory, without ``cache=True``).
 
-    >>> module = cached_module("VALUE = 41 + 1\n")
+    >>> module = cached_module("VALUE = 41 + 1")
     >>> module is None or module.VALUE == 42
     True
     """
