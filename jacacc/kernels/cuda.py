@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -133,6 +134,13 @@ extern "C" void run_threads(void** p, long long* n, long long total) {{
 """
 
 
+@functools.lru_cache(maxsize=8)
+def _compiler_version(compiler: str) -> str:
+    """What ``compiler --version`` prints, with the compiler's path: part of a host build's key."""
+    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+    return f"{shutil.which(compiler)}\n{done.stdout}"
+
+
 def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
                 compiler: str = "g++") -> Callable[..., None]:
     """CUDA ``source`` (from :func:`cuda_source`) run thread by thread on the host: compiled as C++
@@ -141,6 +149,10 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
     and ``extents`` the number of extents the kernel takes; returns ``kernel(out, *arrays)`` with
     contiguous NumPy arrays of the source's ``real``.
 
+    Each build goes to a folder of ``directory`` named by the hash of the shim, the source and the
+    compiler's version; by default that of :func:`~jacacc.kernels.loops.kernel_cache_dir` (a temporary
+    one where it is not writable), where a later process finds the library built and loads it.
+
     Raises
     ------
     FileNotFoundError
@@ -148,20 +160,27 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
     """
     import ctypes
 
+    from jacacc.kernels.loops import kernel_cache_dir
+
     if shutil.which(compiler) is None:
         raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot run on the host")
     real = "float" if "typedef float real;" in source else "double"
     arguments = ", ".join([f"({real}*)p[0]", *(f"(const {real}*)p[{k + 1}]" for k in range(arrays)),
                            *(f"n[{k}]" for k in range(extents))])
     shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=CUDA_KERNEL_NAME, arguments=arguments)
-    digest = hashlib.sha256((shim + source).encode()).hexdigest()[:16]
-    work = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="jacacc-host-"))
-    work = work / f"k{digest}"
+    digest = hashlib.sha256("\0".join([shim, source, _compiler_version(compiler)]).encode()).hexdigest()[:16]
+    if directory is None:
+        cache = kernel_cache_dir()
+        directory = cache / "host" if cache is not None else tempfile.mkdtemp(prefix="jacacc-host-")
+    work = Path(directory) / f"k{digest}"
     work.mkdir(parents=True, exist_ok=True)
-    (work / "kernel.cu").write_text(source)
-    (work / "shim.cpp").write_text(shim)
-    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", "kernel.so", "shim.cpp"], check=True, cwd=work,
-                   capture_output=True)
+    if not (work / "kernel.so").is_file():
+        (work / "kernel.cu").write_text(source)
+        (work / "shim.cpp").write_text(shim)
+        partial = f"kernel.so.{os.getpid()}.tmp"  # renamed when complete: another process may be loading
+        subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", partial, "shim.cpp"], check=True, cwd=work,
+                       capture_output=True)
+        os.replace(work / partial, work / "kernel.so")
     library = ctypes.CDLL(str(work / "kernel.so"))
 
     def run(out: np.ndarray, *inputs: np.ndarray) -> None:

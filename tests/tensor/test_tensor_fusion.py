@@ -12,6 +12,7 @@ as host C++ where g++ exists; ``tests/tensor/test_tensor_gpu.py`` runs it on a G
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -544,9 +545,11 @@ def _gpu_objectives() -> dict[str, tuple[Callable, tuple]]:
     return {name: OBJECTIVES[name] for name in names}
 
 
+@functools.cache
 def _cuda_kernels() -> list[tuple[str, Any]]:
     """(label, FusedKernel) of every fused region of the gradients and Hessians of
-    :func:`_gpu_objectives` (one per CUDA source), and of one float32 program."""
+    :func:`_gpu_objectives` (one per CUDA source), and of one float32 program; built once per
+    worker (nine seconds of tracing, planning and kernel loading) for the tests that read them."""
     found: dict[str, tuple[str, Any]] = {}
     for name, (f, args) in _gpu_objectives().items():
         for quantity, transform in (("gradient", jt.grad(f)), ("hessian", jt.hessian(f))):
@@ -581,7 +584,7 @@ def test_fused_regions_cuda_sources_compile_with_nvcc(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-def test_fused_regions_cuda_kernels_run_on_the_host_match_the_reference(tmp_path: Path) -> None:
+def test_fused_regions_cuda_kernels_run_on_the_host_match_the_reference() -> None:
     """Each region's CUDA kernel run thread by thread as host C++ (the CUDA body is plain C++ over
     CUDA's math overloads) against the region evaluated node by node."""
     from jacacc.kernels import host_kernel
@@ -590,8 +593,8 @@ def test_fused_regions_cuda_kernels_run_on_the_host_match_the_reference(tmp_path
     for label, kernel in _cuda_kernels():
         inputs = [rng.uniform(0.5, 1.5, x.shape).astype(kernel.dtype) for x in kernel.region.inputs]
         want = np.reshape(kernel.reference(np, inputs), kernel.kernel_shape)
-        run = host_kernel(kernel.cuda_source, len(inputs), len(kernel.kernel_shape) + sum(kernel.ranks.values()),
-                          tmp_path)
+        # built into the kernel cache directory: a later run loads the library built from the same source
+        run = host_kernel(kernel.cuda_source, len(inputs), len(kernel.kernel_shape) + sum(kernel.ranks.values()))
         out = np.full(kernel.kernel_shape, np.nan, dtype=kernel.dtype)
         run(out, *(np.ascontiguousarray(a).reshape(1) if scalar else np.ascontiguousarray(a)
                    for a, scalar in zip(inputs, kernel.scalar_inputs, strict=True)))
