@@ -460,6 +460,11 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
     return _Place(place.root, tuple(letter[c] for c in inputs[position]), context, strict, place.copies)
 
 
+def _axes_variables(place: _Place) -> tuple[frozenset[str], ...]:
+    """The loop indices each axis of a node is read at (shifts and strides aside)."""
+    return tuple(frozenset(name.names) for name in place.names)
+
+
 def _root_place(slot: int, node: Tensor) -> _Place:
     names = _output_names(node)
     context = frozenset(names)
@@ -547,8 +552,11 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
         places = [_operand_place(nodes[user], here, position, here.root == user) for user, here, position in reads]
         copies = sum(place.copies for place in places)  # bounded: nodes copied under copies multiply
         if len(reads) > 1 and (inline or _expensive(node) or copies > MAX_COPIES
-                               or any(place.variables != place.context for place in places)):
-            return None  # copies only of a node read at every loop index: broadcast, it is computed once
+                               or any(place.variables != place.context for place in places)
+                               or len({_axes_variables(place) for place in places}) > 1):
+            # copies only of a node read at every loop index (broadcast, it is computed once) and in
+            # one order of its axes (read transposed as well, X + Xᵀ, it is one pass of its own)
+            return None
         for place in places:
             if (inline or place.strict or _expensive(node)) and place.variables != place.context:
                 return None  # read at fewer indices than the loops around it: computed once, outside
