@@ -178,7 +178,7 @@ INLINE_SUM_MAX = 8
 #: (16 MiB of float64, half the L3 cache of the machine measured; see :data:`INLINE_SUM_MAX`)
 INLINE_MIN_SIZE = 1 << 21
 #: the most places at which a region computes one cheap node (no costly function, no sum) read
-#: there more than once, each time at every loop index -- ``J[i, j - 1]`` and ``J[i, j]`` of a banded
+#: there more than once, each time at every loop index and in one order of its axes -- ``J[i, j - 1]`` and ``J[i, j]`` of a banded
 #: Jacobian -- rather than writing it to memory and reading it back (XLA duplicates such producers
 #: into each consumer too); a node read broadcast (at fewer indices than the loops) is computed once
 MAX_COPIES = 4
