@@ -6,26 +6,22 @@ import os
 
 import pytest
 
+from jacacc.kernels import cache_root
+
 # Numba's OpenMP threads spin after each parallel kernel by default; on a two-core machine they
 # then take the cores from everything else the test process runs.  Passive waiting, set before
 # Numba starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
-def _xla_cache_directory() -> str:
-    """Where the suite keeps the XLA executables of its JAX references: beside jacacc's own kernel
-    cache (``$JACACC_CACHE_DIR``, else ``$XDG_CACHE_HOME/jacacc``, ``~/.cache/jacacc``)."""
-    base = os.environ.get("JACACC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "jacacc")
-    return os.path.join(base, "xla")
-
-
 # The references the tests compare against are compiled by XLA, ~2700 compiles a run (a third of
 # the suite's time on two cores): JAX's persistent compilation cache keeps them between runs, as
 # Numba's keeps jacacc's kernels.  Only the peers' executables are cached; set before JAX starts
 # (the experiments' subprocesses inherit it).  JAX_ENABLE_COMPILATION_CACHE=false turns it off.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _xla_cache_directory())
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+_CACHE_ROOT = cache_root()  # beside jacacc's kernel cache; none where JACACC_CACHE_DIR is empty
+if _CACHE_ROOT is not None:
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE_ROOT / "xla"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 try:
     from hypothesis import settings

@@ -77,7 +77,7 @@ from jacacc.lazy import lazy_attributes
 _LAZY = {
     **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "cuda_source", "cupy_kernel", "host_kernel"], "cuda"),
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
-                     "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+                     "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
                      "python_kernel", "python_source"], "loops"),
 }
 
@@ -92,6 +92,7 @@ __all__ = [
     "VECTOR_MATH",
     "VECTOR_MATH_MAX_CALLS",
     "InteriorSplit",
+    "cache_root",
     "cached_module",
     "call_text",
     "cuda_preamble",

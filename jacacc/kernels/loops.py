@@ -56,7 +56,7 @@ from jacacc.kernels.functions import HELPER_NAMES, SMALL_VECTOR_MATH, fastmath_t
 from jacacc.kernels.inline import inline_helpers
 
 __all__ = ["BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
-           "InteriorSplit", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+           "InteriorSplit", "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
            "python_kernel", "python_source"]
 
 
@@ -503,11 +503,11 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
         parallel = False
     text = _module_text(source, used)
     if not cache:
-        return _compiled_module(text, numba, parallel, None)
+        return _compiled_module(text, numba, parallel, False)
     key = (text, parallel)
     found = _KERNELS.get(key)
     if found is None:
-        found = _KERNELS[key] = _compiled_module(text, numba, parallel, kernel_cache_dir())
+        found = _KERNELS[key] = _compiled_module(text, numba, parallel, True)
     return found
 
 
@@ -550,33 +550,42 @@ def _module_text(source: str, used: set[str]) -> str:
     return inline_helpers("\n".join([*preamble, "", "", source]), HELPER_NAMES)
 
 
-def _compiled_module(text: str, numba: Any, parallel: bool, directory: Path | None) -> Callable:
-    """``kernel`` of the module ``text`` jitted: imported from a file in ``directory`` with Numba's
-    on-disk cache, or (no directory, or it cannot be written) executed from memory."""
+def _compiled_module(text: str, numba: Any, parallel: bool, cache: bool) -> Callable:
+    """``kernel`` of the module ``text`` jitted: with ``cache``, imported from the kernel cache
+    directory with Numba's on-disk cache (:func:`cached_module`); otherwise, or where that fails,
+    executed from memory."""
+    # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag, so
+    # inf and nan behave as in the reference
     options = {"parallel": parallel, "error_model": "numpy", "fastmath": _FASTMATH}
-    if directory is not None:
+    module = cached_module(text) if cache else None
+    if module is not None:
         try:
-            module = _file_module(text, directory)
-            # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math
-            # flag, so inf and nan behave as in the reference
             return numba.njit(cache=True, **options)(module.kernel)
-        except (OSError, RuntimeError, ImportError, SyntaxError):  # unwritable, or no cache locator
+        except (RuntimeError, ImportError, SyntaxError):  # no cache locator
             pass
     namespace: dict[str, Any] = {}
     return numba.njit(cache=False, **options)(_load(text, "kernel-numba", namespace))
+
+
+def cache_root() -> Path | None:
+    """The folder of jacacc's caches of compiled code: ``$JACACC_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/jacacc`` (``~/.cache/jacacc``); None where ``JACACC_CACHE_DIR`` is empty
+    (nothing is cached on disk)."""
+    root = os.environ.get("JACACC_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "jacacc")
+    return Path(root) if root else None
 
 
 def kernel_cache_dir() -> Path | None:
     """Where :func:`numba_kernel` writes cached kernels: ``$JACACC_CACHE_DIR/kernels``, else
     ``$XDG_CACHE_HOME/jacacc/kernels`` (``~/.cache/jacacc/kernels``); None where it cannot be
     created or written (kernels are then cached in memory only) or ``JACACC_CACHE_DIR`` is empty."""
-    root = os.environ.get("JACACC_CACHE_DIR")
+    root = cache_root()
     if root is None:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "jacacc")
-    if not root:
         return None
-    directory = Path(root) / "kernels"
+    directory = root / "kernels"
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -49,7 +49,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "ones", "scale",
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "sums_a_letter", "ones", "scale",
            "symbol", "unary", "var", "with_args", "zeros"]
 
 Shape = tuple[int, ...]
@@ -708,15 +708,20 @@ def _exclusive_cost(result: Tensor, args: tuple[Tensor, ...], counts: list[tuple
             continue
         if a is result or any(a is b for b in result.args):
             # a product that sums nothing read by another stays in the fused kernel that computes both
-            elementwise = all(b.kind == "einsum" and not _sums_any(b) for b in (a, result))
+            elementwise = all(b.kind == "einsum" and not sums_a_letter(b) for b in (a, result))
             flops, written = flops + all_flops, written + all_written + (0 if elementwise else a.size)
         else:
             flops, written = flops + all_flops - their_flops, written + all_written - their_written
     return mine, (flops, written)
 
 
-def _sums_any(node: Tensor) -> bool:
-    """Whether ``node`` is an einsum that sums over some letter (one that is in no output)."""
+def sums_a_letter(node: Tensor) -> bool:
+    """Whether ``node`` is an einsum that sums over some letter (one its output lacks).
+
+    >>> a = var("a", (2, 3))
+    >>> sums_a_letter(einsum("ij->i", a)), sums_a_letter(einsum("ij->ji", a)), sums_a_letter(a)
+    (True, False, False)
+    """
     if node.kind != "einsum":
         return False
     inputs, out = _parse(node.param, len(node.args))
@@ -730,7 +735,7 @@ def _intermediate_entries(node: Tensor) -> int:
     if node.kind != "einsum" or len(node.args) < 3 or delta_expansion(node.param, node.args) is not None:
         return 0
     inputs, out = _parse(node.param, len(node.args))
-    if not _sums_any(node):
+    if not sums_a_letter(node):
         return 0
     extent = {c: n for labels, a in zip(inputs, node.args, strict=True) for c, n in zip(labels, a.shape, strict=True)}
     path, _ = contraction_path(node.param, tuple(a.shape for a in node.args))

@@ -135,7 +135,16 @@ from jacacc.elementwise.parse import (
     expression_text,
     walk,
 )
-from jacacc.tensor.expr import OPERATORS, UNARY, Tensor, delta_expansion, node_flops, nodes_of, with_args
+from jacacc.tensor.expr import (
+    OPERATORS,
+    UNARY,
+    Tensor,
+    delta_expansion,
+    node_flops,
+    nodes_of,
+    sums_a_letter,
+    with_args,
+)
 
 __all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs", "is_structural",
@@ -251,12 +260,6 @@ def _einsum_parts(node: Tensor) -> tuple[list[str], str]:
     return inputs.split(","), out
 
 
-def _sums(node: Tensor) -> bool:
-    """Whether the einsum ``node`` sums over a letter (one its output lacks)."""
-    inputs, out = _einsum_parts(node)
-    return not set("".join(inputs)) <= set(out)
-
-
 def _is_delta(node: Tensor) -> bool:
     return node.kind == "const" and node.param[0] == "delta"
 
@@ -325,7 +328,7 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
 def _elementwise_einsum(node: Tensor) -> bool:
     """An einsum that sums nothing and reads no diagonal: a product with broadcasting."""
     inputs, out = _einsum_parts(node)
-    return len(set(out)) == len(out) and all(len(set(t)) == len(t) for t in inputs) and not _sums(node)
+    return len(set(out)) == len(out) and all(len(set(t)) == len(t) for t in inputs) and not sums_a_letter(node)
 
 
 def is_structural(node: Tensor, memo: dict[int, bool] | None = None) -> bool:
@@ -410,7 +413,7 @@ def _operations(node: Tensor) -> int:
     if node.kind == "add":
         return len(node.args) - 1
     if node.kind == "einsum":
-        return max(len(node.args) - 1, int(_sums(node)))
+        return max(len(node.args) - 1, int(sums_a_letter(node)))
     return 1  # a function, or basic indexing (a copy) and its scatter back
 
 
@@ -448,7 +451,7 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
     inputs, out = _einsum_parts(consumer)
     letter = dict(zip(out, place.names, strict=True))
     context = place.context
-    summing = _sums(consumer)
+    summing = sums_a_letter(consumer)
     if summing:  # read inside the sums over the letters it has
         order = _sum_order(consumer)
         sums = _sum_names(consumer, None if root else place)
@@ -656,7 +659,7 @@ class _Builder:
         if node.kind == "add":
             return chain([("+", x) for x in operands])
         inputs, _ = _einsum_parts(node)
-        if not _sums(node):
+        if not sums_a_letter(node):
             return _product([x for _, x in sorted(zip((len(t) for t in inputs), operands, strict=True),
                                                   key=lambda pair: pair[0])])
         return self.reduction(node, inputs, operands, _sum_names(node, None if root else place), unroll=not root)
@@ -931,7 +934,7 @@ def _interchange(root: Tensor) -> bool:
     read contiguously)."""
     if root.kind != "einsum" or root.ndim == 0:
         return False
-    if not _sums(root):
+    if not sums_a_letter(root):
         return False
     inputs, out = _einsum_parts(root)
     big = inputs[max(range(len(root.args)), key=lambda k: root.args[k].size)]
