@@ -7,6 +7,17 @@ from hypothesis import strategies as st
 
 from jacacc.graph import CompGraph
 
+# Built once: a strategy made inside the composite (a fresh ``filter`` lambda, a
+# ``sampled_from`` over a new list) is validated again at every draw, which cost more than
+# the tests that drew the graphs.  Indices into a list draw from cached integer strategies.
+PARTIALS = st.floats(-2, 2, allow_nan=False, allow_infinity=False).filter(lambda p: abs(p) > 1e-3)
+
+
+def _some_of(draw, pool: list, min_size: int, max_size: int) -> list:
+    """Distinct members of ``pool``, drawn as indices (shrinking towards its start)."""
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=min_size, max_size=max_size, unique=True))
+    return [pool[i] for i in picks]
+
 
 @st.composite
 def random_lcgs(draw, max_inputs: int = 4, max_intermediates: int = 8, max_outputs: int = 4,
@@ -36,18 +47,16 @@ def random_lcgs(draw, max_inputs: int = 4, max_intermediates: int = 8, max_outpu
     g.add_nodes_from(inputs + mids + outputs)
     earlier = list(inputs)
     for v in mids:
-        preds = draw(st.lists(st.sampled_from(earlier), min_size=1, max_size=3, unique=True))
+        preds = _some_of(draw, earlier, 1, 3)
         g.add_edges_from((u, v) for u in preds)
         earlier.append(v)
     for y in outputs:
-        preds = draw(st.lists(st.sampled_from(earlier), min_size=0, max_size=4, unique=True))
+        preds = _some_of(draw, earlier, 0, 4)
         g.add_edges_from((u, y) for u in preds)
     for pos, v in enumerate(mids):
         if g.out_degree(v) == 0:
             later = mids[pos + 1:] + outputs
-            g.add_edge(v, draw(st.sampled_from(later)))
+            g.add_edge(v, later[draw(st.integers(0, len(later) - 1))])
     for u, v in g.edges:
-        g.edges[u, v]["partial"] = draw(
-            st.floats(-2, 2, allow_nan=False, allow_infinity=False).filter(lambda p: abs(p) > 1e-3)
-        )
+        g.edges[u, v]["partial"] = draw(PARTIALS)
     return CompGraph(g, inputs, outputs)

@@ -1,7 +1,15 @@
-"""End-to-end tests of the ``jacacc`` command line, run as a subprocess."""
+"""End-to-end tests of the ``jacacc`` command line.
+
+Most run ``jacacc.cli.main`` in this process with stdout and stderr captured, as a console
+script would run it, since a Python process per test cost about a second each; the
+tests of ``python -m jacacc``, the console script and module targets on a path start a
+process of their own (``run_process``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -12,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jacacc.api import optimize
+from jacacc.cli import main
 from jacacc.eliminate import modes
 from jacacc.graph import CompGraph
 from jacacc.orders import methods
@@ -33,7 +42,20 @@ GRAPH = {
 MODE_METHODS = [(mode, name) for mode in modes() for name in methods(mode, exact=False)]
 
 
-def run_cli(*args: str, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``jacacc ARGS`` in this process: its exit status (argparse's exits included), stdout
+    and stderr, shaped like a finished subprocess."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as exc:  # argparse's --help and usage errors
+            status = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["jacacc", *args], status, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m jacacc ARGS`` (or ``exe ARGS``) as a process of its own."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run(
@@ -88,9 +110,20 @@ def test_console_script():
     script = Path(sys.executable).parent / ("jacacc.exe" if os.name == "nt" else "jacacc")
     if not script.exists():
         pytest.skip("the jacacc console script is not installed next to this interpreter")
-    result = run_cli("methods", exe=[str(script)])
+    result = run_process("methods", exe=[str(script)])
     assert result.returncode == 0, result.stderr
     assert "markowitz" in result.stdout
+
+
+def test_python_dash_m_runs_the_same_command_line(graph_file, bad_files):
+    # the process boundary: what `python -m jacacc` prints and returns is what main gives here
+    args = ["optimize", str(graph_file), "--mode", "edge", "--json"]
+    ran, here = run_process(*args), run_cli(*args)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, here.stdout, "")
+    failed = run_process("optimize", str(bad_files["cyclic"]))
+    assert failed.returncode == 2 and failed.stdout == ""
+    assert failed.stderr == run_cli("optimize", str(bad_files["cyclic"])).stderr
+    assert failed.stderr.startswith("jacacc: error: the graph has a cycle")
 
 
 # ============================================================================ optimize
