@@ -15,7 +15,8 @@ its own, so no element is written twice: no atomics, no scatter.
   :func:`kernel_cache_dir`);
 * :mod:`~jacacc.kernels.cuda`: CUDA C++, one thread per element
   (:func:`cuda_source`; :func:`cupy_kernel` runs it with CuPy,
-  :func:`host_kernel` thread by thread on the host);
+  :func:`host_kernel` thread by thread on the host, :func:`cuda_ptx` the
+  compile check with nvcc);
 * :mod:`~jacacc.kernels.functions`: what every code generator of jacacc
   prints for the table's functions, read from :mod:`jacacc.ops` — their
   spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_tanh``,
@@ -75,7 +76,8 @@ from jacacc.lazy import lazy_attributes
 
 #: public name → the submodule defining it (imported on first access)
 _LAZY = {
-    **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "cuda_source", "cupy_kernel", "host_kernel"], "cuda"),
+    **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source",
+                     "cupy_kernel", "host_kernel"], "cuda"),
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
                      "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
                      "python_kernel", "python_source"], "loops"),
@@ -89,6 +91,7 @@ __all__ = [
     "PARALLEL_MIN_ELEMENTS",
     "SMALL_VECTOR_MATH",
     "THREADS_PER_BLOCK",
+    "CudaCompileError",
     "VECTOR_MATH",
     "VECTOR_MATH_MAX_CALLS",
     "InteriorSplit",
@@ -96,6 +99,7 @@ __all__ = [
     "cached_module",
     "call_text",
     "cuda_preamble",
+    "cuda_ptx",
     "cuda_source",
     "cupy_kernel",
     "fastmath_text",

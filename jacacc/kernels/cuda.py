@@ -9,6 +9,9 @@ computes element ``t`` of the flattened output; the body is the one
 written without CuPy, so it can be compile-checked with ``nvcc --ptx`` and,
 since the body is plain C++ over CUDA's math overloads, run thread by thread
 on the host (:func:`host_kernel`, with g++) on a machine without a GPU.
+:func:`cuda_ptx` is that check: the PTX ``nvcc --ptx`` makes of a source, or
+:class:`CudaCompileError` with nvcc's messages.  Both keep what they build in
+the kernel cache directory under the hash of source and compiler version.
 
 :func:`cupy_kernel` compiles a definition with CuPy (NVRTC, cached per source)
 and returns a launcher ``kernel(out, *arrays)`` that passes the extents.
@@ -39,10 +42,12 @@ from typing import Any
 import numpy as np
 
 from jacacc.elementwise.parse import Definition
+from jacacc.errors import JacaccError
 from jacacc.kernels.emit import Calls, Emitter
 from jacacc.kernels.functions import cuda_preamble
 
-__all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "cuda_source", "cupy_kernel", "host_kernel"]
+__all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source", "cupy_kernel",
+           "host_kernel"]
 
 CUDA_KERNEL_NAME = "jacacc_elementwise"
 #: threads per block of a launch
@@ -141,6 +146,55 @@ def _compiler_version(compiler: str) -> str:
     return f"{shutil.which(compiler)}\n{done.stdout}"
 
 
+class CudaCompileError(JacaccError, RuntimeError):
+    """nvcc refused a CUDA source: its messages and the source's first lines."""
+
+
+def _build_folder(kind: str, directory: str | os.PathLike[str] | None, *key: str) -> Path:
+    """The folder of one build: under ``directory``, or else the kernel cache directory's ``kind``
+    folder (a temporary one where there is none), named by the hash of ``key``."""
+    from jacacc.kernels.loops import kernel_cache_dir
+
+    if directory is None:
+        cache = kernel_cache_dir()
+        directory = cache / kind if cache is not None else tempfile.mkdtemp(prefix=f"jacacc-{kind}-")
+    work = Path(directory) / f"k{hashlib.sha256(chr(0).join(key).encode()).hexdigest()[:16]}"
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def cuda_ptx(source: str, directory: str | os.PathLike[str] | None = None, compiler: str = "nvcc") -> str:
+    """The PTX ``compiler --ptx`` makes of CUDA ``source``: the compile check of generated CUDA on a
+    machine without a GPU (nvcc needs none).
+
+    The PTX is kept in a folder of ``directory`` named by the hash of the source and the compiler's
+    version (by default the kernel cache directory's ``ptx`` folder), so the same source is compiled
+    once per compiler: a later call, in this process or another, reads it back.
+
+    Raises
+    ------
+    FileNotFoundError
+        Where ``compiler`` is not installed.
+    CudaCompileError
+        Where it refuses the source, with its messages.
+    """
+    if shutil.which(compiler) is None:
+        raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot be compile-checked")
+    work = _build_folder("ptx", directory, source, _compiler_version(compiler))
+    ptx = work / "kernel.ptx"
+    if not ptx.is_file():
+        (work / "kernel.cu").write_text(source)
+        partial = f"kernel.ptx.{os.getpid()}.tmp"  # renamed when complete: another process may be reading
+        done = subprocess.run([compiler, "--ptx", "-o", partial, "kernel.cu"], cwd=work, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            head = "\n".join(source.splitlines()[:20])
+            raise CudaCompileError(f"{compiler} --ptx failed (status {done.returncode}):\n"
+                                   f"{done.stderr[-4000:]}\nthe source begins:\n{head}")
+        os.replace(work / partial, ptx)
+    return ptx.read_text()
+
+
 def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
                 compiler: str = "g++") -> Callable[..., None]:
     """CUDA ``source`` (from :func:`cuda_source`) run thread by thread on the host: compiled as C++
@@ -160,20 +214,13 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
     """
     import ctypes
 
-    from jacacc.kernels.loops import kernel_cache_dir
-
     if shutil.which(compiler) is None:
         raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot run on the host")
     real = "float" if "typedef float real;" in source else "double"
     arguments = ", ".join([f"({real}*)p[0]", *(f"(const {real}*)p[{k + 1}]" for k in range(arrays)),
                            *(f"n[{k}]" for k in range(extents))])
     shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=CUDA_KERNEL_NAME, arguments=arguments)
-    digest = hashlib.sha256("\0".join([shim, source, _compiler_version(compiler)]).encode()).hexdigest()[:16]
-    if directory is None:
-        cache = kernel_cache_dir()
-        directory = cache / "host" if cache is not None else tempfile.mkdtemp(prefix="jacacc-host-")
-    work = Path(directory) / f"k{digest}"
-    work.mkdir(parents=True, exist_ok=True)
+    work = _build_folder("host", directory, shim, source, _compiler_version(compiler))
     if not (work / "kernel.so").is_file():
         (work / "kernel.cu").write_text(source)
         (work / "shim.cpp").write_text(shim)

@@ -391,11 +391,11 @@ def test_cuda_source_is_generated_without_cupy():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_cuda_source_compiles_with_nvcc(tmp_path):
+def test_cuda_source_compiles_with_nvcc():
+    from jacacc.kernels import cuda_ptx
+
     for name, dtype, src in _cuda_sources():
-        path = tmp_path / f"{name}_{dtype}.cu"
-        path.write_text(src)
-        subprocess.run(["nvcc", "--ptx", "-o", str(tmp_path / f"{name}_{dtype}.ptx"), str(path)], check=True)
+        assert ".entry" in cuda_ptx(src), (name, dtype)
 
 
 # A host stand-in for the CUDA launch: the kernel body is plain C++ over CUDA's math overloads,

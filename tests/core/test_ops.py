@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -214,15 +213,9 @@ def test_every_operation_prints_as_cuda_and_compiles():
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found: the source is printed, not compiled")
-    import tempfile
-    from pathlib import Path
+    from jacacc.kernels import cuda_ptx
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "every_op.cu"
-        path.write_text(source)
-        result = subprocess.run([nvcc, "--ptx", str(path), "-o", str(Path(tmp) / "every_op.ptx")],
-                                capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr + "\n" + source
+    assert ".entry every_op" in cuda_ptx(source)
 
 
 def test_zero_is_one_object_and_falsy():

@@ -7,7 +7,6 @@ same function; malformed sources refused naming the problem and its column.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -252,12 +251,29 @@ def _cuda_sources():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_cuda_sources_compile_with_nvcc(tmp_path):
-    for n, (_, _, k) in enumerate(_cuda_sources()):
+def test_cuda_sources_compile_with_nvcc():
+    from jacacc.kernels import cuda_ptx
+
+    for _, _, k in _cuda_sources():
         for name, src in k.sources.items():
-            path = tmp_path / f"{n}_{name}.cu"
-            path.write_text(src)
-            subprocess.run(["nvcc", "--ptx", "-o", str(path.with_suffix(".ptx")), str(path)], check=True)
+            assert ".entry" in cuda_ptx(src), name
+
+
+def test_cuda_ptx_reads_back_what_it_compiled_and_names_what_nvcc_refuses(tmp_path):
+    from jacacc.kernels import CUDA_KERNEL_NAME, CudaCompileError, cuda_ptx, cuda_source
+
+    with pytest.raises(FileNotFoundError, match="no-such-nvcc is not installed"):
+        cuda_ptx("", tmp_path, compiler="no-such-nvcc")
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    source = cuda_source(parse("f[i] = exp(x[i]) * 2"), ["x"], {"x": 1})
+    ptx = cuda_ptx(source, tmp_path)
+    assert f".entry {CUDA_KERNEL_NAME}(" in ptx
+    (build,) = tmp_path.iterdir()
+    (build / "kernel.ptx").write_text(ptx + "// read back")
+    assert cuda_ptx(source, tmp_path).endswith("// read back")  # the same source is not compiled again
+    with pytest.raises(CudaCompileError, match=r"(?s)nvcc --ptx failed.*exq.*the source begins"):
+        cuda_ptx(source.replace("exp(", "exq("), tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -182,17 +181,9 @@ def test_long_sources_generate_python_and_cuda_code(n, tmp_path):
     out = np.empty(3)
     kernel(out, A, B)
     assert np.allclose(out, value(A, B), rtol=1e-12, atol=1e-12)
-    nvcc = shutil.which("nvcc")
-    if nvcc is not None and n == 300:  # nvcc takes a while: the shorter source
+    if shutil.which("nvcc") is not None and n == 300:  # nvcc takes a while: the shorter source
         for name, text in k.sources.items():
-            _compile_cuda(nvcc, text, tmp_path / f"{name}.cu")
-
-
-def _compile_cuda(nvcc: str, source: str, path) -> None:
-    path.write_text(source)
-    result = subprocess.run([nvcc, "--ptx", str(path), "-o", str(path.with_suffix(".ptx"))],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+            assert ".entry" in kernels.cuda_ptx(text), name
 
 
 def test_numba_compiles_a_300_term_sum():
