@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
+# --no-compile: no bytecode for all of torch, JAX and SciPy at install time (half of the
+# install's 70 s); Python compiles each module the first time it is imported
+PIP_INSTALL := $(PIP) install --quiet --no-compile
 
 .PHONY: demo test test-slow lint docs experiments clean
 
@@ -16,16 +19,16 @@ $(VENV)/bin/python:
 
 # stamp files: re-install only when pyproject.toml changes
 $(VENV)/.core-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e .
+	$(PIP_INSTALL) -e .
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[test,docs,all-cpu]"
+	$(PIP_INSTALL) -e ".[test,docs,all-cpu]"
 	touch $@ $(VENV)/.core-installed $(VENV)/.docs-installed $(VENV)/.demo-installed
 
 # the demo compares with JAX and PyTorch: every CPU-capable extra
 $(VENV)/.demo-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[all-cpu]"
+	$(PIP_INSTALL) -e ".[all-cpu]"
 	touch $@ $(VENV)/.core-installed
 
 demo: $(VENV)/.demo-installed
@@ -60,7 +63,7 @@ experiments: $(VENV)/.test-installed
 
 # the documentation site, offline, warnings as errors: open docs/_build/html/index.html
 $(VENV)/.docs-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --quiet -e ".[docs]"
+	$(PIP_INSTALL) -e ".[docs]"
 	touch $@ $(VENV)/.core-installed
 
 docs: $(VENV)/.docs-installed
