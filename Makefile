@@ -10,6 +10,10 @@ PIP    := $(PY) -m pip
 # --no-compile: no bytecode for all of torch, JAX and SciPy at install time (half of the
 # install's 70 s); Python compiles each module the first time it is imported
 PIP_INSTALL := $(PIP) install --quiet --no-compile
+# Bytecode is written, once, into .venv and the clone's __pycache__ folders even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE): otherwise each of the suite's processes,
+# workers and subprocesses alike, compiles every module it imports again, torch and JAX included
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-slow lint docs experiments clean
 
