@@ -759,6 +759,10 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
     """
     if not any(inline):
         return _inline_operands(subscripts, args, inline, max_operands)
+    if _is_permutation(subscripts, len(args)):
+        # a transposition of an einsum is that einsum with its output letters reordered: one
+        # step instead of two, and nothing larger written
+        return _inline_operands(subscripts, args, inline, max_operands)
     existing = {id(b) for a in args for b in (a, *a.args)}
 
     def cost(flags: list[bool]) -> tuple[int, Tensor]:
@@ -779,6 +783,19 @@ def _cheapest_inlining(subscripts: str, args: tuple[Tensor, ...], inline: list[b
             if total < best:
                 flags, best, fused = trial, total, candidate
     return fused
+
+
+def _is_permutation(subscripts: str, n_args: int) -> bool:
+    """Whether an einsum only reorders the axes of its one operand (``ij->ji``): no letter summed,
+    repeated or new.
+
+    >>> _is_permutation("ijk->kij", 1), _is_permutation("ii->i", 1), _is_permutation("ij->i", 1)
+    (True, False, False)
+    """
+    if n_args != 1:
+        return False
+    (labels,), out = _parse(subscripts, 1)
+    return len(set(labels)) == len(labels) and sorted(labels) == sorted(out)
 
 
 def _inline_operands(subscripts: str, args: tuple[Tensor, ...], inline: list[bool], max_operands: int) -> Tensor:
