@@ -50,6 +50,7 @@ from jacacc.tensor.steps import (
     scatter,
     scatter_add,
     shape_error,
+    without_unit_ones,
 )
 from jacacc.tensor.straightline import compile_program
 
@@ -77,6 +78,14 @@ def _accumulate(values: dict[int, Any], owned: set[int], k: int, term: Any, term
         owned.add(k)
 
 
+def _operands_read(node: Tensor) -> int:
+    """How many operands an einsum's step reads: unit ones are not (:func:`without_unit_ones`).  A
+    step of one operand may return a view of it (a transposition, a unit axis put in); a step of
+    several writes a new array."""
+    reduced = without_unit_ones(node.param, node.args)
+    return len(node.args) if reduced is None else len(reduced[1])
+
+
 def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use: dict[int, int],
                         keep: set[int], scatters: set[int]) -> dict[int, dict[str, bool]]:
     """Per operator step, the ``overwrite_*`` keywords it may pass: paper 004's operators
@@ -88,7 +97,7 @@ def _in_place_arguments(nodes: Sequence[Tensor], slot: dict[int, int], last_use:
     transposes, diagonals — return views of their operand; ``scatters``, the
     einsums run as δ scatters, write fresh arrays).
     """
-    views = {k for k, n in enumerate(nodes) if n.kind == "einsum" and len(n.args) == 1 and k not in scatters}
+    views = {k for k, n in enumerate(nodes) if n.kind == "einsum" and _operands_read(n) == 1 and k not in scatters}
     children: dict[int, list[int]] = {}
     for k in views:
         children.setdefault(slot[id(nodes[k].args[0])], []).append(k)
@@ -268,8 +277,15 @@ class Program:
                                                    (n.shape, self._diagonals(expansion, n.shape))), args, free))
                 read.update(args[m] for m in expansion.core_args)
             elif n.kind == "einsum":
+                reduced = without_unit_ones(n.param, n.args)
+                if reduced is None:
+                    contraction = Contraction(n.param, [a.shape for a in n.args])
+                else:
+                    subscripts, kept = reduced
+                    contraction = Contraction(subscripts, [n.args[m].shape for m in kept], n.shape)
+                    args = tuple(args[m] for m in kept)
                 read.update(args)
-                self._steps.append((k, "einsum", Contraction(n.param, [a.shape for a in n.args]), args, free))
+                self._steps.append((k, "einsum", contraction, args, free))
             elif n.kind == "unary":
                 read.update(args)
                 name, p = n.param
@@ -334,7 +350,7 @@ class Program:
                 if a in expansions:
                     into.setdefault(k, []).append(a)
                 else:
-                    fresh = term.kind in ("add", "fused") or (term.kind == "einsum" and len(term.args) > 1)
+                    fresh = term.kind in ("add", "fused") or (term.kind == "einsum" and _operands_read(term) > 1)
                     streamed[a] = (k, fresh)
         return streamed, into
 

@@ -182,6 +182,8 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
         letters.append(out)
     if last < 0:  # nothing to contract: the one operand as it is
         src.line(f"{target} = {stack[0]}")
+    if contraction.shape is not None:  # the unit axes of the ones left out put back
+        src.line(f"{target} = {target}.reshape({contraction.shape!r})")
 
 
 def _folded(operand: str, term: str, perm: tuple[int, ...] | None, matrix: tuple[int, int],

@@ -644,6 +644,30 @@ def test_a_transposed_product_is_one_einsum():
     np.testing.assert_allclose(got, x.T @ g, **TOL)
 
 
+def test_unit_axes_run_without_their_ones_and_never_write_an_input():
+    """``x[:, None]`` and ``keepdims`` are einsums with a ones array of one entry; their steps read
+    only the other operands and reshape.  A unit axis put into an input is a view of it, so a sum
+    that takes it as its first term must not add into it."""
+    from jacacc.tensor.arrays import insert_unit_axes
+    from jacacc.tensor.expr import add, einsum, var
+
+    X, Y = var("X", (4, 3)), var("Y", (4, 1, 3))
+    kept = insert_unit_axes(einsum("ij->i", X), (1,))
+    root = add(insert_unit_axes(X, (1,)), Y)
+    program = Program([root, kept], [X, Y], fuse_kernels=False)  # the sum a step of its own
+    steps = [op for _, kind, op, _, _ in program._steps if kind == "einsum"]
+    assert sorted(s.subscripts for s in steps) == ["ik->i", "ik->ik"]
+    assert {s.shape for s in steps} == {(4, 1, 3), (4, 1)}
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=(4, 3)), rng.normal(size=(4, 1, 3))
+    before = x.copy()
+    for run in (program, lambda *a: program.interpret(np, a), Program([root, kept], [X, Y])):
+        total, sums = run(x, y)
+        np.testing.assert_array_equal(x, before)
+        np.testing.assert_allclose(total, x[:, None, :] + y, **TOL)
+        np.testing.assert_allclose(sums, x.sum(1, keepdims=True), **TOL)
+
+
 # ---------------------------------------------------------------------------- value_and_grad
 @pytest.mark.parametrize("mode", ["reverse", "cross_country", "forward"])
 def test_value_and_grad_matches_jax(mode):
