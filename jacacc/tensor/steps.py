@@ -187,28 +187,49 @@ def _diagonal_view(xp: Any, a: Any, class_axes: Sequence[tuple[int, ...]]) -> An
 class Diagonals:
     """Where a δ scatter (:class:`~jacacc.tensor.expr.DeltaExpansion`) writes in an array:
     one view axis per class of tied axes (their strides summed), the core broadcast along
-    the classes it lacks.  For a contiguous NumPy array (C or Fortran order: a product's
-    result may be a transpose) the view is a slice of the flat array for one class
-    (``c·δ``: every ``n + 1``-th entry) or the ndarray constructor over the buffer —
-    ``as_strided`` takes ~8 µs of Python, which a small Hessian (tens of µs) would feel;
-    other arrays fall back to :func:`_diagonal_view`.
+    the classes it lacks.  For a NumPy array whose entries fill one block of memory (C or
+    Fortran order, or a transposition of either: a product's result may be one) the view is a
+    slice of the flat array for one class (``c·δ``: every ``n + 1``-th entry) or the ndarray
+    constructor over the buffer — ``as_strided`` takes ~5 µs of Python, which a small Hessian
+    (tens of µs) would feel; other arrays fall back to :func:`_diagonal_view`.
     """
 
-    __slots__ = ("class_axes", "view_shape", "pad")
+    __slots__ = ("class_axes", "view_shape", "pad", "_layouts")
 
     def __init__(self, shape: tuple[int, ...], class_axes: Sequence[tuple[int, ...]], core_ndim: int) -> None:
         self.class_axes = tuple(class_axes)
         self.view_shape = tuple(shape[axes[0]] for axes in class_axes)
         self.pad = (1,) * (len(class_axes) - core_ndim)
+        # per strides of an array of the shape: how to view it (see _layout); at a given shape the
+        # strides tell the layout, and working it out each call cost more than the view itself
+        self._layouts: dict[tuple[int, ...], tuple[tuple[int, ...] | None, tuple[int, ...]] | None] = {}
+
+    def _layout(self, a: np.ndarray) -> tuple[tuple[int, ...] | None, tuple[int, ...]] | None:
+        """For an array whose entries fill one block of memory in some order of its axes (C or
+        Fortran order, or a transposition of either, as a broadcast product of transposed
+        operands returns): the axis order that makes it C-contiguous (None: it is) and the view's
+        strides; None for any other array."""
+        key = a.strides
+        if key in self._layouts:
+            return self._layouts[key]
+        order = sorted(range(a.ndim), key=lambda k: -a.strides[k])
+        dense = a.transpose(order).flags.c_contiguous
+        perm = None if order == list(range(a.ndim)) else tuple(order)
+        layout = (perm, tuple(sum(a.strides[x] for x in axes) for axes in self.class_axes)) if dense else None
+        if len(self._layouts) < 8:
+            self._layouts[key] = layout
+        return layout
 
     def view(self, xp: Any, a: Any) -> Any:
-        if xp is np and a.size and (a.flags.c_contiguous or a.flags.f_contiguous):
-            strides = tuple(sum(a.strides[x] for x in axes) for axes in self.class_axes)
-            if len(strides) == 1:
-                step = strides[0] // a.itemsize
-                return a.ravel(order="K")[: self.view_shape[0] * step: step]
-            return np.ndarray(self.view_shape, a.dtype, a, 0, strides)
-        return _diagonal_view(xp, a, self.class_axes)
+        layout = self._layout(a) if xp is np and a.size else None
+        if layout is None:
+            return _diagonal_view(xp, a, self.class_axes)
+        perm, strides = layout
+        if len(strides) == 1:
+            step = strides[0] // a.itemsize
+            return a.ravel(order="K")[: self.view_shape[0] * step: step]
+        # the buffer of the C-contiguous transposition starts where a's data does
+        return np.ndarray(self.view_shape, a.dtype, a if perm is None else a.transpose(perm), 0, strides)
 
     def core(self, core: Any) -> Any:
         return core.reshape(core.shape + self.pad) if self.pad and core.ndim else core

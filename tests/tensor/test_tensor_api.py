@@ -668,6 +668,34 @@ def test_unit_axes_run_without_their_ones_and_never_write_an_input():
         np.testing.assert_allclose(sums, x.sum(1, keepdims=True), **TOL)
 
 
+@pytest.mark.parametrize("layout", ["C", "F", "transposed", "sliced"])
+@pytest.mark.parametrize("class_axes", [((0,), (2,), (1, 3)), ((1, 3), (0,), (2,)), ((0, 1, 2, 3),)])
+def test_diagonal_views_of_every_layout_write_where_as_strided_does(layout, class_axes):
+    """A δ scatter's view of its array — through the buffer for an array filling one block of
+    memory in any order of its axes (a broadcast product of transposed operands gives such a
+    sum), through ``as_strided`` for the others — adds at the same entries, call after call."""
+    from jacacc.tensor.steps import Diagonals, _diagonal_view, scatter_add
+
+    shape = (3, 4, 3, 4) if len(class_axes) == 3 else (3, 3, 3, 3)
+
+    def make() -> np.ndarray:
+        wide = np.arange(float(np.prod(shape) * 2)).reshape(shape[:-1] + (2 * shape[-1],))
+        dense = wide[..., :shape[-1]].copy()
+        return {"C": dense, "F": np.asfortranarray(dense), "sliced": wide[..., ::2],
+                "transposed": dense.transpose(2, 0, 3, 1).copy().transpose(1, 3, 0, 2)}[layout]
+
+    core_ndim = 2 if len(class_axes) == 3 else 1
+    diagonals = Diagonals(shape, class_axes, core_ndim)
+    core = np.random.default_rng(8).normal(size=tuple(shape[a[0]] for a in class_axes[:core_ndim]))
+    want = make()
+    _diagonal_view(np, want, class_axes)[...] += diagonals.core(core)
+    for _ in range(2):  # the second call reads the layout worked out by the first
+        got = make()
+        assert got.shape == shape and (layout != "transposed" or not (got.flags.c_contiguous or got.flags.f_contiguous))
+        scatter_add(np, got, diagonals, core)
+        np.testing.assert_array_equal(got, want)
+
+
 # ---------------------------------------------------------------------------- value_and_grad
 @pytest.mark.parametrize("mode", ["reverse", "cross_country", "forward"])
 def test_value_and_grad_matches_jax(mode):
