@@ -83,8 +83,15 @@ _FLOAT64 = np.dtype(np.float64)
 
 def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[list[Any], np.dtype, tuple]:
     """The arguments as arrays of one float dtype, that dtype, and the plan's cache key."""
-    if all(type(a) is np.ndarray and a.dtype is _FLOAT64 for a in args):  # the common case, checked fast
-        return list(args), _FLOAT64, (tuple(a.shape for a in args), _FLOAT64.str, "numpy")
+    # the common case, float64 NumPy arrays, checked in a plain loop: it runs at every call, where
+    # ``all`` over a generator cost 0.8 µs more
+    shapes = []
+    for a in args:
+        if type(a) is not np.ndarray or a.dtype is not _FLOAT64:
+            break
+        shapes.append(a.shape)
+    else:
+        return list(args), _FLOAT64, (tuple(shapes), _FLOAT64.str, "numpy")
     arrays = [_as_array(a, k, k in wrt) for k, a in enumerate(args)]
     floats = [a.dtype for a in arrays if a.dtype.kind == "f"]
     dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
@@ -250,9 +257,12 @@ def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: 
         return Program([derived.expression], traced.inputs, dtype)
 
     cache = _Cache(f, name, build)
+    positions: dict[int, int] = {}  # number of arguments -> the position differentiated
 
     def transformed(*args: Any) -> Any:
-        k = _check_argnum(argnum, len(args))
+        k = positions.get(len(args))
+        if k is None:
+            k = positions[len(args)] = _check_argnum(argnum, len(args))
         arrays, dtype, key = _prepare(args, (k,))
         plan = cache.get(arrays, dtype, (k, *key))
         result = plan(*arrays)

@@ -391,12 +391,20 @@ class Program:
     def __call__(self, *arrays: Any) -> list[Any]:
         if len(arrays) != len(self.inputs):
             raise TypeError(f"the program takes {len(self.inputs)} arrays, got {len(arrays)}")
-        if all(type(a) is np.ndarray for a in arrays) or array_module(arrays) is np:
-            if self._straight_line is None:
-                keep_freed_memory()  # once per process: temporaries are not faulted in afresh every call
-                self._straight_line = compile_program(self)
-            return self._straight_line(*arrays)
+        for a in arrays:  # a plain loop, not ``all`` over a generator: this runs at every call
+            if type(a) is not np.ndarray:
+                break
+        else:
+            return self._numpy(arrays)
+        if array_module(arrays) is np:
+            return self._numpy(arrays)
         return self.interpret(array_module(arrays), arrays)
+
+    def _numpy(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        if self._straight_line is None:
+            keep_freed_memory()  # once per process: temporaries are not faulted in afresh every call
+            self._straight_line = compile_program(self)
+        return self._straight_line(*arrays)
 
     def interpret(self, xp: Any, arrays: Sequence[Any]) -> list[Any]:
         """The steps run one by one on the arrays of ``xp`` (NumPy or CuPy): what the
