@@ -214,6 +214,8 @@ class Program:
         self.dtype = np.dtype(dtype)
         outputs = tuple(fuse_einsums(outputs) if fuse else outputs)
         fusing = fusion.ENABLED if fuse_kernels is None else fuse_kernels
+        if fusing:
+            outputs = tuple(fusion.scales_into_regions(outputs))
         structural: dict[int, bool] = {}
         kept: list[Tensor] = []  # structural constants left to the regions
 
@@ -357,7 +359,9 @@ class Program:
     @property
     def flops(self) -> int:
         """FLOPs of one evaluation: the einsums' planned costs, one per element of a
-        sum term and of an elementwise function."""
+        sum term and of an elementwise function.  With kernel fusion, a contraction's scalar
+        factor may have moved to an elementwise step a kernel multiplies by at no cost
+        (:func:`~jacacc.tensor.fusion.scales_into_regions`); it is counted where it runs."""
         return sum(node_flops(n) for n in self.nodes)
 
     @property

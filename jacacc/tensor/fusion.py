@@ -140,13 +140,14 @@ from jacacc.tensor.expr import (
     UNARY,
     Tensor,
     delta_expansion,
+    einsum,
     node_flops,
     nodes_of,
     sums_a_letter,
     with_args,
 )
 
-__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
+__all__ = ["SMALL_SCALED_SIZE", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs", "is_structural",
            "min_size_of", "numba_available"]
 
@@ -948,6 +949,84 @@ def numba_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+#: a scalar factor moves out of a contraction (:func:`scales_into_regions`) onto an array of at
+#: most this many entries even where the contraction's path multiplied a smaller one by it: below
+#: it a NumPy call costs about the same whatever the size, and in a region the factor is free
+SMALL_SCALED_SIZE = 4096
+
+
+def _elementwise_producer(node: Tensor) -> bool:
+    """Whether ``node`` is computed by an elementwise step that a region can take in (a
+    function, a sum of terms, a product with broadcasting; not a δ scatter)."""
+    if node.kind in ("var", "const") or (node.kind == "einsum" and delta_expansion(node.param, node.args) is not None):
+        return False
+    return _kind(node, set()) == "elementwise"
+
+
+def _scale_moved(node: Tensor, original: Tensor, uses: dict[int, int], consumer: Tensor | None) -> Tensor:
+    """``node`` (a rebuilt einsum; ``original`` as first built) with its scalar factor moved out of
+    the contraction where an elementwise step can take it: into an operand only it
+    reads, computed elementwise (a factor of that operand's region), else to its output when one
+    elementwise step reads it (a factor of that step); ``node`` itself otherwise."""
+    inputs, out = _einsum_parts(node)
+    scalars = [k for k, a in enumerate(node.args) if a.is_scalar_const()]
+    rest = [k for k in range(len(node.args)) if k not in scalars]
+    if len(scalars) != 1 or len(rest) < 2 or delta_expansion(node.param, node.args) is not None:
+        return node
+    (s,) = scalars
+    scale = node.args[s]
+    subscripts = ",".join(inputs[k] for k in rest) + "->" + out
+    # the multiplications the contraction's path spends on the factor, and at most what the
+    # moved factor may cost: as many, or a few thousand where a call costs the same at any size
+    budget = max(node_flops(node) - node_flops(einsum(subscripts, *(node.args[k] for k in rest))),
+                 SMALL_SCALED_SIZE)
+    for k in rest:
+        labels, a = inputs[k], node.args[k]
+        if a.size <= budget and len(set(labels)) == len(labels) and uses.get(id(original.args[k]), 0) == 1 \
+                and _elementwise_producer(a):
+            scaled = einsum(f"{labels},->{labels}", a, scale)
+            return einsum(subscripts, *(scaled if m == k else node.args[m] for m in rest))
+    if node.size > budget or consumer is None or not _elementwise_producer(consumer):
+        return node
+    return einsum(f"{out},->{out}", einsum(subscripts, *(node.args[k] for k in rest)), scale)
+
+
+def scales_into_regions(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """``outputs`` with each contraction's scalar factor (``-1 · X @ w``, ``0.5 · Aᵀ x``) moved to
+    where a fused region multiplies by it at no cost: an elementwise operand only that
+    contraction reads, or its output when one elementwise step reads it — where that array has
+    no more entries than the one the contraction's path multiplied, or at most
+    :data:`SMALL_SCALED_SIZE`.  Left in the contraction, it is a pass of its own (a NumPy call,
+    ~1 µs at small sizes); in a region, one more factor of a loop the kernel runs anyway.  The
+    program counts the multiplications where they run: a few more FLOPs where the array is
+    larger than the one the path chose.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import const, unary, var
+    >>> X, w = var("X", (128, 64)), var("w", (64,))
+    >>> y = unary("exp", einsum("ij,j,->i", X, w, const(-1.0)))
+    >>> (moved,) = scales_into_regions([y])
+    >>> moved.args[0].param, moved.args[0].args[0].param
+    ('i,->i', 'ij,j->i')
+    """
+    order = nodes_of(outputs)
+    uses: dict[int, int] = {id(r): 1 for r in outputs}
+    consumer: dict[int, Tensor] = {}
+    for node in order:
+        for a in dict.fromkeys(node.args):
+            uses[id(a)] = uses.get(id(a), 0) + 1
+            consumer[id(a)] = node
+    new: dict[int, Tensor] = {}
+    for node in order:
+        rebuilt = with_args(node, tuple(new[id(a)] for a in node.args))
+        if node.kind == "einsum":
+            reader = consumer.get(id(node)) if uses.get(id(node)) == 1 else None
+            rebuilt = _scale_moved(rebuilt, node, uses, reader)
+        new[id(node)] = rebuilt
+    return [new[id(r)] for r in outputs]
 
 
 def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[str, dict[int, int]] | None = None) -> tuple[Tensor, ...]:
