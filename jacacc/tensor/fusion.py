@@ -965,11 +965,40 @@ def _elementwise_producer(node: Tensor) -> bool:
     return _kind(node, set()) == "elementwise"
 
 
-def _scale_moved(node: Tensor, original: Tensor, uses: dict[int, int], consumer: Tensor | None) -> Tensor:
-    """``node`` (a rebuilt einsum; ``original`` as first built) with its scalar factor moved out of
-    the contraction where an elementwise step can take it: into an operand only it
-    reads, computed elementwise (a factor of that operand's region), else to its output when one
-    elementwise step reads it (a factor of that step); ``node`` itself otherwise."""
+def _pure_scale(node: Tensor) -> Tensor | None:
+    """The operand of ``node`` where ``node`` is that operand times a scalar constant (``ij,->ij``)."""
+    if node.kind != "einsum" or len(node.args) != 2:
+        return None
+    inputs, out = _einsum_parts(node)
+    for k in (0, 1):
+        if node.args[1 - k].is_scalar_const() and inputs[k] == out and len(set(out)) == len(out):
+            return node.args[k]
+    return None
+
+
+def _scales_absorbed(node: Tensor, once: Callable[[Tensor], bool]) -> Tensor:
+    """``node`` (a contraction) reading, for each operand that is a scaled array only it reads,
+    that array, its factor one more scalar operand (which the einsum multiplies into one)."""
+    inputs, out = _einsum_parts(node)
+    terms, scalars = [], []
+    for labels, a in zip(inputs, node.args, strict=True):
+        inner = _pure_scale(a) if once(a) else None
+        if inner is None:
+            terms.append((labels, a))
+        else:
+            terms.append((labels, inner))
+            scalars.append(next(b for b in a.args if b.is_scalar_const()))
+    if not scalars or sum(1 for _, a in terms if not a.is_scalar_const()) < 2:
+        return node
+    subscripts = ",".join([*(labels for labels, _ in terms), *("" for _ in scalars)]) + "->" + out
+    return einsum(subscripts, *(a for _, a in terms), *scalars)
+
+
+def _scale_moved(node: Tensor, once: Callable[[Tensor], bool], consumer: Tensor | None) -> Tensor:
+    """``node`` (an einsum) with its scalar factor moved out of the contraction where an
+    elementwise step can take it: into an operand only it reads (``once``), computed
+    elementwise (a factor of that operand's region), else to its output when one elementwise
+    step, ``consumer``, reads it (a factor of that step); ``node`` itself otherwise."""
     inputs, out = _einsum_parts(node)
     scalars = [k for k, a in enumerate(node.args) if a.is_scalar_const()]
     rest = [k for k in range(len(node.args)) if k not in scalars]
@@ -984,8 +1013,7 @@ def _scale_moved(node: Tensor, original: Tensor, uses: dict[int, int], consumer:
                  SMALL_SCALED_SIZE)
     for k in rest:
         labels, a = inputs[k], node.args[k]
-        if a.size <= budget and len(set(labels)) == len(labels) and uses.get(id(original.args[k]), 0) == 1 \
-                and _elementwise_producer(a):
+        if a.size <= budget and len(set(labels)) == len(labels) and once(a) and _elementwise_producer(a):
             scaled = einsum(f"{labels},->{labels}", a, scale)
             return einsum(subscripts, *(scaled if m == k else node.args[m] for m in rest))
     if node.size > budget or consumer is None or not _elementwise_producer(consumer):
@@ -1020,12 +1048,23 @@ def scales_into_regions(outputs: Sequence[Tensor]) -> list[Tensor]:
             uses[id(a)] = uses.get(id(a), 0) + 1
             consumer[id(a)] = node
     new: dict[int, Tensor] = {}
+    single: set[int] = set()  # the rebuilt nodes that one node reads once (and no root)
+
+    def once(t: Tensor) -> bool:
+        return id(t) in single
+
     for node in order:
         rebuilt = with_args(node, tuple(new[id(a)] for a in node.args))
         if node.kind == "einsum":
             reader = consumer.get(id(node)) if uses.get(id(node)) == 1 else None
-            rebuilt = _scale_moved(rebuilt, node, uses, reader)
+            # a scaled operand's factor is taken in too (a scaling kept apart from its contraction,
+            # a tie in FLOPs, joins no region when the contraction is a BLAS call)
+            absorbed = _scales_absorbed(rebuilt, once)
+            moved = _scale_moved(absorbed, once, reader)
+            rebuilt = moved if moved is not absorbed else rebuilt
         new[id(node)] = rebuilt
+        if uses.get(id(node)) == 1:
+            single.add(id(rebuilt))
     return [new[id(r)] for r in outputs]
 
 

@@ -639,15 +639,19 @@ def test_scalar_factors_move_where_a_region_multiplies_by_them() -> None:
     into_output = unary("exp", einsum("ij,j,->i", X, w, c))
     u, t = var("u", (3000,)), var("t", (3000,))
     too_large = unary("exp", einsum("i,j,->ij", u, t, c))
-    moved = fusion.scales_into_regions([into_operand, into_output, too_large])
+    # a scaling kept apart from the one contraction that reads it (a tie in FLOPs) is taken in first
+    apart = unary("exp", einsum("ij,j->i", X, einsum("j,->j", w, c)))
+    moved = fusion.scales_into_regions([into_operand, into_output, too_large, apart])
+    assert moved[3].args[0].param == "i,->i" and moved[3].args[0].args[0].args == (X, w)
     assert moved[0].param == "i,ij->j" and moved[0].args[0].param == "i,->i"
     assert moved[0].args[0].args == (into_operand.args[0], c)
     assert moved[1].args[0].param == "i,->i" and moved[1].args[0].args[0].param == "ij,j->i"
     assert moved[2] is too_large
     rng = np.random.default_rng(12)
     x, wv, vv = rng.normal(size=(40, 30)), rng.normal(size=30), rng.normal(size=40)
-    program = Program([into_operand, into_output], [X, w, v])
+    program = Program([into_operand, into_output, apart], [X, w, v])
     assert _fused(program)
     got = program(x, wv, vv)
     _close(got[0], -0.5 * np.tanh(vv) @ x)
     _close(got[1], np.exp(-0.5 * x @ wv))
+    _close(got[2], np.exp(-0.5 * x @ wv))
