@@ -147,9 +147,9 @@ from jacacc.tensor.expr import (
     with_args,
 )
 
-__all__ = ["SMALL_SCALED_SIZE", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
-           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "FusedKernel", "Region", "find_regions", "fused_outputs", "is_structural",
-           "min_size_of", "numba_available"]
+__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
+           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
+           "fused_outputs", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")

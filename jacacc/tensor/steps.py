@@ -19,7 +19,7 @@ from jacacc.tensor.expr import (
     contraction_path,
 )
 
-__all__ = ["Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error"]
+__all__ = ["Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error", "without_unit_ones"]
 
 
 class Contraction:
