@@ -141,7 +141,7 @@ extern "C" void run_threads(void** p, long long* n, long long total) {{
 
 @functools.lru_cache(maxsize=8)
 def _compiler_version(compiler: str) -> str:
-    """What ``compiler --version`` prints, with the compiler's path: part of a host build's key."""
+    """What ``compiler --version`` prints, with the compiler's path: part of a build's key."""
     done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
     return f"{shutil.which(compiler)}\n{done.stdout}"
 
@@ -163,6 +163,23 @@ def _build_folder(kind: str, directory: str | os.PathLike[str] | None, *key: str
     return work
 
 
+def _build_once(work: Path, product: str, sources: dict[str, str], command: list[str]) -> subprocess.CompletedProcess | None:
+    """Unless ``product`` is in ``work``: write ``sources`` (file name → text) there and run
+    ``command`` in it, its output file given as ``{out}``.  That file is written under a name of
+    this process and renamed to ``product`` only when the command succeeded, since another process
+    may be reading the folder.  The finished command, or None where ``product`` was built before."""
+    if (work / product).is_file():
+        return None
+    for name, text in sources.items():
+        (work / name).write_text(text)
+    partial = f"{product}.{os.getpid()}.tmp"
+    done = subprocess.run([partial if a == "{out}" else a for a in command], cwd=work, capture_output=True,
+                          text=True, check=False)
+    if done.returncode == 0:
+        os.replace(work / partial, work / product)
+    return done
+
+
 def cuda_ptx(source: str, directory: str | os.PathLike[str] | None = None, compiler: str = "nvcc") -> str:
     """The PTX ``compiler --ptx`` makes of CUDA ``source``: the compile check of generated CUDA on a
     machine without a GPU (nvcc needs none).
@@ -181,18 +198,12 @@ def cuda_ptx(source: str, directory: str | os.PathLike[str] | None = None, compi
     if shutil.which(compiler) is None:
         raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot be compile-checked")
     work = _build_folder("ptx", directory, source, _compiler_version(compiler))
-    ptx = work / "kernel.ptx"
-    if not ptx.is_file():
-        (work / "kernel.cu").write_text(source)
-        partial = f"kernel.ptx.{os.getpid()}.tmp"  # renamed when complete: another process may be reading
-        done = subprocess.run([compiler, "--ptx", "-o", partial, "kernel.cu"], cwd=work, capture_output=True,
-                              text=True, check=False)
-        if done.returncode != 0:
-            head = "\n".join(source.splitlines()[:20])
-            raise CudaCompileError(f"{compiler} --ptx failed (status {done.returncode}):\n"
-                                   f"{done.stderr[-4000:]}\nthe source begins:\n{head}")
-        os.replace(work / partial, ptx)
-    return ptx.read_text()
+    done = _build_once(work, "kernel.ptx", {"kernel.cu": source}, [compiler, "--ptx", "-o", "{out}", "kernel.cu"])
+    if done is not None and done.returncode != 0:
+        head = "\n".join(source.splitlines()[:20])
+        raise CudaCompileError(f"{compiler} --ptx failed (status {done.returncode}):\n"
+                               f"{done.stderr[-4000:]}\nthe source begins:\n{head}")
+    return (work / "kernel.ptx").read_text()
 
 
 def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
@@ -221,13 +232,10 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
                            *(f"n[{k}]" for k in range(extents))])
     shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=CUDA_KERNEL_NAME, arguments=arguments)
     work = _build_folder("host", directory, shim, source, _compiler_version(compiler))
-    if not (work / "kernel.so").is_file():
-        (work / "kernel.cu").write_text(source)
-        (work / "shim.cpp").write_text(shim)
-        partial = f"kernel.so.{os.getpid()}.tmp"  # renamed when complete: another process may be loading
-        subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", partial, "shim.cpp"], check=True, cwd=work,
-                       capture_output=True)
-        os.replace(work / partial, work / "kernel.so")
+    done = _build_once(work, "kernel.so", {"kernel.cu": source, "shim.cpp": shim},
+                       [compiler, "-O1", "-shared", "-fPIC", "-o", "{out}", "shim.cpp"])
+    if done is not None:
+        done.check_returncode()
     library = ctypes.CDLL(str(work / "kernel.so"))
 
     def run(out: np.ndarray, *inputs: np.ndarray) -> None:
