@@ -171,8 +171,7 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     lo, hi = _sum_range(sum_node, env, arrays)
     start, stop = span
     k = "_k"
-    lines = [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _out[{row}] = 0.0",
-             f"{pad}_klo = {lo}", f"{pad}_khi = {hi}"]
+    lines = [f"{pad}_klo = {lo}", f"{pad}_khi = {hi}"]
     inner = {**env, sum_node.index: k}
     # the factors of t without v, once per k and stored: computed in the v loop, they would be
     # recomputed per element (LLVM cannot tell that _out is no argument), and computed just before
@@ -184,7 +183,14 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
         factor = first.value(invariant, inner)
         lines += [f"{pad}_fk = np.empty(max(_khi - _klo + 1, 0))", f"{pad}for {k} in range(_klo, _khi + 1):",
                   *first.lines, f"{pad}    _fk[{k} - _klo] = {factor}"]
-    lines.append(f"{pad}for {k} in range(_klo, _khi + 1):")
+        if contiguity(variant, sum_node.index) > contiguity(variant, definition.indices[-1]):
+            # the rest reads rows along k (Σ_j F(i, j)·V[m, j]: a low-rank gradient): one dot
+            # product of the stored factors per element, the k loop innermost and vectorized
+            lines += _dot_product_lines(variant, inner, v, k, span, row, pad, arrays, known, parallel, indent, calls)
+            return lines + _final_factor_lines(body, sum_node, env, row, v, span, pad, arrays, known, parallel,
+                                               indent, calls)
+    lines += [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _out[{row}] = 0.0",
+              f"{pad}for {k} in range(_klo, _khi + 1):"]
     term = _py_emitter(arrays, indent + 1, parallel, known, calls)
     if invariant is not None:
         term.line(f"_f = _fk[{k} - _klo]")
@@ -193,12 +199,33 @@ def _interchanged_lines(definition: Definition, body: Node, env: dict[str, str],
     term.indent += 1
     value = term.value(sum_node.body if invariant is None else Binary(0, "*", invariant, variant), inner)
     lines += term.lines + ["    " * (indent + 2) + f"_out[{row}] += {value}"]
+    return lines + _final_factor_lines(body, sum_node, env, row, v, span, pad, arrays, known, parallel, indent, calls)
+
+
+def _dot_product_lines(variant: Node, inner: dict[str, str], v: str, k: str, span: tuple[str, str], row: str,
+                       pad: str, arrays: dict[str, str], known: dict[Node, str], parallel: bool, indent: int,
+                       calls: Calls) -> list[str]:
+    """Per value of the last index ``v``: ``_out[row]`` = the sum over ``k`` of the stored factors
+    ``_fk`` times ``variant`` (the terms added in the order of ``k``, as the k-outside form adds them)."""
+    start, stop = span
+    term = _py_emitter(arrays, indent + 2, parallel, known, calls)
+    term.serial = 3000  # names apart from the other emitters'
+    value = term.value(variant, inner)
+    return [f"{pad}for {v} in range({start}, {stop}):", f"{pad}    _acc = 0.0",
+            f"{pad}    for {k} in range(_klo, _khi + 1):", *term.lines,
+            f"{pad}        _acc += _fk[{k} - _klo] * {value}", f"{pad}    _out[{row}] = _acc"]
+
+
+def _final_factor_lines(body: Node, sum_node: Summation, env: dict[str, str], row: str, v: str,
+                        span: tuple[str, str], pad: str, arrays: dict[str, str], known: dict[Node, str],
+                        parallel: bool, indent: int, calls: Calls) -> list[str]:
+    """The factors of ``body`` around its final sum, applied to the sums stored in ``_out``."""
     if body is sum_node:  # no factors
-        return lines
-    lines.append(f"{pad}for {v} in range({start}, {stop}):")
+        return []
+    start, stop = span
     final = _py_emitter(arrays, indent + 1, parallel, {**known, sum_node: f"_out[{row}]"}, calls)
     value = final.value(body, env)
-    return lines + final.lines + ["    " * (indent + 1) + f"_out[{row}] = {value}"]
+    return [f"{pad}for {v} in range({start}, {stop}):", *final.lines, "    " * (indent + 1) + f"_out[{row}] = {value}"]
 
 
 def _split_product(node: Node, v: str) -> tuple[Node | None, Node]:
@@ -464,9 +491,10 @@ def _load(source: str, tag: str, namespace: dict[str, Any]) -> Callable:
     return namespace["kernel"]
 
 
-def python_kernel(definition: Definition, arguments: list[str]) -> Callable:
-    """The kernel run by the Python interpreter (the reference backend)."""
-    return _load(python_source(definition, arguments), "kernel-py", dict(modules("numba")))
+def python_kernel(definition: Definition, arguments: list[str], interchange: bool | None = None) -> Callable:
+    """The kernel run by the Python interpreter (the reference backend); ``interchange`` is
+    :func:`python_source`'s."""
+    return _load(python_source(definition, arguments, interchange=interchange), "kernel-py", dict(modules("numba")))
 
 
 def numba_kernel(definition: Definition, arguments: list[str], reduction: bool = False,

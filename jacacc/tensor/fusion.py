@@ -37,9 +37,17 @@ What a region holds:
 * as its root only, one einsum that sums (``ij->i``, ``ij,ij->``, a
   matrix-vector product) when it is memory-bound — the product of the extents
   of all its letters is at most :data:`REDUCTION_FACTOR` times the size of its
-  largest operand — and that largest operand is computed in the region (a
-  matrix-vector product of an input matrix is one BLAS call, which a loop
-  kernel does not beat).  A matrix product is not memory-bound, and stays BLAS.
+  largest operand, or it multiplies that operand by a thin one along the
+  output's last letter, ``Σ_j F[i, j]·V[j, m]`` with at most :data:`LOW_RANK_MAX`
+  values of m (a low-rank model's gradient: the kernel stores a row of ``F``
+  once and takes each output element as a dot product with it) — and that
+  largest operand is computed in the region (a matrix-vector product of an
+  input matrix is one BLAS call, which a loop kernel does not beat).  A matrix
+  product is not memory-bound, and stays BLAS.
+
+A kernel's loops assume its inputs in C order; an input it reads at least
+:data:`REREAD_MIN` times per entry (a broadcast, a thin factor) is passed in C
+order where it is a view in another.
 
 Nodes that read no array (:func:`is_structural`: δ, ones, scalars, and slices,
 scatters, sums and products of them — the ``δ[:, 1:] - δ[:, :-1]`` of a
@@ -147,8 +155,9 @@ from jacacc.tensor.expr import (
     with_args,
 )
 
-__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "MIN_OPERATIONS",
-           "REDUCTION_FACTOR", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
+__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
+           "MIN_OPERATIONS",
+           "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
            "fused_outputs", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
@@ -164,6 +173,16 @@ MIN_OPERATIONS = 2
 #: a summing einsum is memory-bound, and fusable as a region's root, when the product of the
 #: extents of all its letters is at most this times the size of its largest operand
 REDUCTION_FACTOR = 1
+#: a fused kernel's input of two or more axes read at least this many times per entry (its
+#: size times this at most the region's loop iterations) is passed in C order
+#: (:attr:`FusedKernel.contiguous_inputs`): matrix factorization's value at n = 1024, its
+#: ``Vᵀ`` read along rows, took 0.70-0.92 ms instead of 1.30-1.41 ms
+REREAD_MIN = 8
+#: the most values of the output's last letter for which a summing einsum over a computed operand
+#: ``Σ_j F[i, j]·V[j, m]`` is a region's root (:func:`_low_rank`): matrix factorization's gradient
+#: at n = 1024 took 1.46 against 3.37 ms (BLAS and NumPy) at rank 2, 2.0 against 3.6 at 5, 3.2
+#: against 4.1 at 16; at n = 256, 57 against 83 µs at rank 2 and 153 against 169 µs at 16
+LOW_RANK_MAX = 16
 #: functions left out of regions: those NumPy computes faster than a kernel, the table's
 #: :attr:`~jacacc.ops.Operation.slow_in_kernels` (:func:`jacacc.kernels.slow_in_kernels`)
 SLOW_IN_KERNELS = kernels.slow_in_kernels()
@@ -179,14 +198,15 @@ CUDA_MAX_SERIAL = 64
 #: a contraction whose summed extents multiply to at most this many terms (``U @ V.T`` of rank 5)
 #: and whose result has at least :data:`INLINE_MIN_SIZE` entries joins the region that reads it at
 #: every loop index, its terms written out where it is read, instead of going to memory and back
-#: (:func:`_inline_sum`).  Measured on matrix factorization's value Σ(Ω ⊙ (T − UVᵀ))² (one core,
-#: 32 MiB L3): the product written into the kernel took 0.59× the time of BLAS and a kernel at
-#: n = 2048 for ranks 2 and 5, 0.73× at 8, 1.34× at 16; at n = 1024, where T, Ω and UVᵀ (24 MiB)
-#: stay in cache, 1.02–1.5× for ranks 2–8, and at n = 256 1.5–1.7×.
+#: (:func:`_inline_sum`).  Measured on matrix factorization, value Σ(Ω ⊙ (T − UVᵀ))² and gradient
+#: (one core, the thin factor passed in C order: :data:`REREAD_MIN`): at n = 1024 the value took
+#: 0.34 against 1.07 ms at rank 2, 1.10 against 1.16 ms at rank 8 and 2.7 against 1.3 ms at 12;
+#: the gradient 0.61 against 1.63, 2.08 against 2.34 and 2.93 against 2.87 ms.
 INLINE_SUM_MAX = 8
-#: the fewest entries of a short contraction's result for it to be written into a region: 2²¹
-#: (16 MiB of float64, half the L3 cache of the machine measured; see :data:`INLINE_SUM_MAX`)
-INLINE_MIN_SIZE = 1 << 21
+#: the fewest entries of a short contraction's result for it to be written into a region: at rank 5
+#: the written-out product was faster from n = 32 (1024 entries) to 2048 (value 4 against 8 µs at
+#: n = 32, 0.85 against 1.15 ms at 1024, 5.4 against 12.2 ms at 2048)
+INLINE_MIN_SIZE = 1 << 10
 #: the most places at which a region computes one cheap node (no costly function, no sum) read
 #: there more than once, each time at every loop index and in one order of its axes -- ``J[i, j - 1]`` and ``J[i, j]`` of a banded
 #: Jacobian -- rather than writing it to memory and reading it back (XLA duplicates such producers
@@ -275,9 +295,24 @@ def _einsum_kind(node: Tensor) -> str | None:
         return "elementwise"
     extent = _extents(node)
     largest = max(a.size for a in node.args)
-    if math.prod(extent[c] for c in letters | set(out)) <= REDUCTION_FACTOR * max(largest, 1):
+    if math.prod(extent[c] for c in letters | set(out)) <= REDUCTION_FACTOR * max(largest, 1) or _low_rank(node):
         return "reduction"
     return None
+
+
+def _low_rank(node: Tensor) -> bool:
+    """Whether a summing einsum multiplies its largest operand by a thin one along the output's
+    last letter: ``Σ_j F[i, j]·V[j, m]`` with m of at most :data:`LOW_RANK_MAX` values and j the
+    largest operand's last axis (a low-rank model's gradient).  Each entry of ``F`` then serves
+    only a few terms: memory-bound, and a kernel that stores one row of ``F`` and takes each
+    output element as a dot product with it (:func:`_interchange`) computes ``F`` once."""
+    inputs, out = _einsum_parts(node)
+    if not out or _is_scatter_or_diagonal(node):
+        return False
+    big = inputs[max(range(len(node.args)), key=lambda k: node.args[k].size)]
+    extra = set(out) - set(big)
+    return (bool(big) and extra == {out[-1]} and _extents(node)[out[-1]] <= LOW_RANK_MAX
+            and big[-1] not in out and set("".join(inputs)) <= set(big) | extra)
 
 
 def _inline_sum(node: Tensor) -> bool:
@@ -460,6 +495,9 @@ def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -
         level = max((order.index(c) + 1 for c in inputs[position] if c in sums), default=0)
         # the root's place counts its own sums among its loops: its operands' start from its indices
         context = (place.variables if root else place.context) | {sums[c] for c in order[:level]}
+        if root and out and out[-1] not in inputs[position] and _low_rank(consumer):
+            # computed once per row of the stored factor, outside the loop of the thin letter
+            context -= letter[out[-1]].names
     strict = place.strict or (summing and not root)
     return _Place(place.root, tuple(letter[c] for c in inputs[position]), context, strict, place.copies)
 
@@ -756,6 +794,10 @@ class FusedKernel:
         :data:`~jacacc.kernels.PARALLEL_MIN_ELEMENTS` iterations.
     ranks : dict
         The number of axes the kernel reads of each argument (a 0-d input as a vector of one).
+    contiguous_inputs : tuple of bool
+        Per input: whether the straight-line program passes it in C order
+        (``np.ascontiguousarray``): inputs of two or more axes the kernel reads on average at
+        least :data:`REREAD_MIN` times per entry.
     cuda_worthwhile : bool
         Whether the CUDA kernel beats the region node by node on CuPy arrays: each element of its
         root (one thread) sums at most :data:`CUDA_MAX_SERIAL` terms.
@@ -789,6 +831,10 @@ class FusedKernel:
         self.shape = root.shape
         self.kernel_shape = root.shape or (1,)
         self.scalar_inputs = tuple(x.shape == () for x in region.inputs)
+        # the kernel's loop order assumes C order (kernels.emit.contiguity): an input it reads
+        # again and again (a broadcast, the thin factor of a low-rank sum) is copied into C order
+        # when it is a view in another, which costs little beside the reads it saves
+        self.contiguous_inputs = tuple(x.ndim >= 2 and x.size * REREAD_MIN <= region.work for x in region.inputs)
         self.interchange = _interchange(root)
         self.parallel = region.work >= kernels.PARALLEL_MIN_ELEMENTS and root.ndim > 0 and not (
             self.interchange and root.ndim == 1)
@@ -937,6 +983,8 @@ def _interchange(root: Tensor) -> bool:
         return False
     if not sums_a_letter(root):
         return False
+    if _low_rank(root):
+        return True
     inputs, out = _einsum_parts(root)
     big = inputs[max(range(len(root.args)), key=lambda k: root.args[k].size)]
     return bool(big) and big[-1] == out[-1]

@@ -336,8 +336,10 @@ def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) 
 
 def _fused(src: _Source, kernel: Any, target: str, dtype: str, operands: list[str]) -> None:
     """A fused region (:class:`~jacacc.tensor.fusion.FusedKernel`): its output allocated, filled
-    by the kernel, and viewed in the root's shape where the kernel writes a vector of one element."""
-    inputs = [f"{x}.reshape(1)" if scalar else x for x, scalar in zip(operands, kernel.scalar_inputs, strict=True)]
+    by the kernel (its re-read inputs in C order: ``contiguous_inputs``), and viewed in the root's
+    shape where the kernel writes a vector of one element."""
+    inputs = [f"{x}.reshape(1)" if scalar else f"np.ascontiguousarray({x})" if contiguous else x
+              for x, scalar, contiguous in zip(operands, kernel.scalar_inputs, kernel.contiguous_inputs, strict=True)]
     src.line(f"{target} = np.empty({kernel.kernel_shape!r}, {dtype})")
     src.line(f"{src.bind('kernel', kernel.run)}({', '.join([target, *inputs])})")
     if kernel.kernel_shape != kernel.shape:

@@ -30,6 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jacacc.tensor as jt
+from jacacc import kernels
+from jacacc.elementwise.parse import parse
 from jacacc.tensor import fusion
 from jacacc.tensor.arrays import BasicKey, index_node
 from jacacc.tensor.evaluate import Program
@@ -200,7 +202,7 @@ def test_a_shared_node_an_output_and_an_expensive_broadcast_are_materialized() -
 
 
 def test_blas_contractions_are_never_fused() -> None:
-    n = 2 * fusion.INLINE_SUM_MAX  # sums longer than a region writes out
+    n = 2 * max(fusion.INLINE_SUM_MAX, fusion.LOW_RANK_MAX)  # sums longer than a region writes out, no thin factor
     A, B, x = var("A", (n, n)), var("B", (n, n)), var("x", (n,))
     product = einsum("ij,jk->ik", unary("exp", A), B)  # a matrix product: not memory-bound
     y = unary("tanh", unary("shift", product, 1.0))
@@ -208,8 +210,10 @@ def test_blas_contractions_are_never_fused() -> None:
     regions = fusion.find_regions([y, mv], min_size=0)
     members = [m for r in regions for m in r.members]
     assert all(m is not product and m is not mv for m in members)
-    # a summing root is memory-bound: its loop runs no longer than its largest operand is big
-    assert all(r.work <= max(a.size for a in r.root.args) for r in regions if r.root.kind == "einsum")
+    # a summing root is memory-bound: its loop runs no longer than its largest operand is big, or
+    # LOW_RANK_MAX times as long for a thin factor
+    assert all(r.work <= fusion.LOW_RANK_MAX * max(a.size for a in r.root.args)
+               for r in regions if r.root.kind == "einsum")
     program = Program([y, mv], [A, B, x])
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal((n, n)), rng.standard_normal((n, n)), rng.standard_normal(n)]
@@ -235,6 +239,49 @@ def test_a_short_contraction_is_summed_where_the_region_reads_it() -> None:
     broadcast = einsum("ij,i->ij", T, unary("shift", einsum("ik,k->i", U, var("w", (3,))), 1.0))
     regions = fusion.find_regions([unary("exp", broadcast)], min_size=0)
     assert all(m.kind != "einsum" or m.param != "ik,k->i" for r in regions for m in r.members)
+
+
+def test_a_low_rank_gradient_is_one_kernel_of_dot_products() -> None:
+    """Matrix factorization's gradient −2 (Ω² ⊙ (T − UVᵀ)) V: the sum over j of a computed n × n
+    factor times the thin V is the region's root (LOW_RANK_MAX), UVᵀ is written into it, each row of
+    the factor is stored once and each output element is a dot product with it, and Vᵀ — a
+    transposed view the kernel reads along its rows — is passed in C order."""
+
+    def mf(U, V, T, Omega):
+        return np.sum((Omega * (T - U @ V.T)) ** 2)
+
+    rng = np.random.default_rng(8)
+    n, k = 40, 3
+    U, V, T = rng.standard_normal((n, k)), rng.standard_normal((n, k)), rng.standard_normal((n, n))
+    Omega = (rng.random((n, n)) < 0.5).astype(float)
+    grad = jt.grad(mf)
+    _close(grad(U, V, T, Omega), -2.0 * ((Omega * Omega) * (T - U @ V.T)) @ V)
+    [program] = grad.plans.values()
+    [kernel] = _fused(program)
+    assert kernel.interchange and kernel.region.root.shape == (n, k)
+    assert "@" not in program._straight_line.source  # neither UVᵀ nor the product with V is BLAS
+    source, _ = kernels.numba_source(kernel.definition, kernel.arguments, interchange=True)
+    assert "_acc +=" in source and "_fk[" in source
+    thin = [x.size == n * k for x in kernel.region.inputs]  # U and Vᵀ, each read n times per entry
+    assert kernel.contiguous_inputs == tuple(thin) and any(x.shape == (k, n) for x in kernel.region.inputs)
+    assert "np.ascontiguousarray(" in program._straight_line.source
+    # a product with a wide factor stays a matrix product
+    wide = einsum("ij,jm->im", unary("exp", var("A", (n, n))), var("B", (n, fusion.LOW_RANK_MAX + 1)))
+    assert not fusion.find_regions([wide], min_size=0)
+
+
+@pytest.mark.parametrize("interchange", [False, True])
+def test_dot_product_layout_adds_what_the_plain_loops_add(interchange: bool) -> None:
+    """f[i, m] = Σ_j exp(A[i, j]) · W[m, j]: with the sum outside the last index the stored factors
+    exp(A[i, j]) are reused by dot products over rows of W; the values are the plain loops'."""
+    definition = parse("f[i, m] = sum(j, 0, 6, exp(A[i, j]) * W[m, j])")
+    source = kernels.python_source(definition, ["A", "W"], interchange=interchange)
+    assert ("_acc +=" in source) == interchange
+    rng = np.random.default_rng(3)
+    A, W = rng.standard_normal((4, 7)), rng.standard_normal((3, 7))
+    out = np.empty((4, 3))
+    kernels.python_kernel(definition, ["A", "W"], interchange=interchange)(out, A, W)
+    np.testing.assert_allclose(out, np.exp(A) @ W.T, rtol=1e-13)
 
 
 @pytest.mark.parametrize("subscripts", ["ij->i", "ij->j", "ij->", "ij,j->i", "ij,i->j"])
