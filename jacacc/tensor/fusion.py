@@ -158,7 +158,7 @@ from jacacc.tensor.expr import (
 __all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
            "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
-           "fused_outputs", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
+           "fused_outputs", "inline_operands_in_loop_order", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
@@ -203,10 +203,13 @@ CUDA_MAX_SERIAL = 64
 #: 0.34 against 1.07 ms at rank 2, 1.10 against 1.16 ms at rank 8 and 2.7 against 1.3 ms at 12;
 #: the gradient 0.61 against 1.63, 2.08 against 2.34 and 2.93 against 2.87 ms.
 INLINE_SUM_MAX = 8
-#: the fewest entries of a short contraction's result for it to be written into a region: at rank 5
-#: the written-out product was faster from n = 32 (1024 entries) to 2048 (value 4 against 8 µs at
-#: n = 32, 0.85 against 1.15 ms at 1024, 5.4 against 12.2 ms at 2048)
-INLINE_MIN_SIZE = 1 << 10
+#: the fewest entries of a short contraction's result for it to be written into a region: 2¹⁶.
+#: Matrix factorization's rank-5 product written out was faster at every n from 32 to 2048 (value
+#: 31 against 47 µs at n = 256, 0.85 against 1.15 ms at 1024, 5.4 against 12.2 ms at 2048), but
+#: where the product stays in cache and the region's loop does not vectorize the written-out sum
+#: loses: the breadth benchmark's MLP ``tanh(X W1 + b)`` at 256 × 51 of rank 8 took 34 against
+#: 27 µs (value) and 60 against 54 µs (gradient) at 2¹⁰
+INLINE_MIN_SIZE = 1 << 16
 #: the most places at which a region computes one cheap node (no costly function, no sum) read
 #: there more than once, each time at every loop index and in one order of its axes -- ``J[i, j - 1]`` and ``J[i, j]`` of a banded
 #: Jacobian -- rather than writing it to memory and reading it back (XLA duplicates such producers
@@ -1116,6 +1119,50 @@ def scales_into_regions(outputs: Sequence[Tensor]) -> list[Tensor]:
     return [new[id(r)] for r in outputs]
 
 
+def inline_operands_in_loop_order(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """``outputs`` with each short contraction a region may write out (:func:`_inline_sum`) reading
+    its operands along their last axis at its own last letter: an operand with that letter on
+    another axis is read through its transposition (``X Xᵀ`` as ``ik,kj->ij`` of ``X`` and
+    ``Xᵀ``), which the straight-line program passes to the kernel in C order
+    (:attr:`FusedKernel.contiguous_inputs`), so the kernel's innermost loop reads it contiguously.
+    A contraction that no region takes stays one BLAS call, of a transposed view.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import var
+    >>> X = var("X", (1000, 4))
+    >>> (y,) = inline_operands_in_loop_order([einsum("ik,jk->ij", X, X)])
+    >>> y.param, [a.param for a in y.args]
+    ('ik,kj->ij', ['X', 'jk->kj'])
+    """
+    new: dict[int, Tensor] = {}
+    for node in nodes_of(outputs):
+        rebuilt = with_args(node, tuple(new[id(a)] for a in node.args))
+        new[id(node)] = _last_letter_last(rebuilt) if _inline_sum(rebuilt) else rebuilt
+    return [new[id(y)] for y in outputs]
+
+
+def _last_letter_last(node: Tensor) -> Tensor:
+    """A short contraction with each operand that has its output's last letter on another axis
+    read through the transposition that moves it last (:func:`inline_operands_in_loop_order`)."""
+    inputs, out = _einsum_parts(node)
+    if not out:
+        return node
+    last = out[-1]
+    terms, args = [], []
+    for term, operand in zip(inputs, node.args, strict=True):
+        if last in term and term[-1] != last:
+            moved = term.replace(last, "") + last
+            terms.append(moved)
+            args.append(einsum(f"{term}->{moved}", operand))
+        else:
+            terms.append(term)
+            args.append(operand)
+    if terms == inputs:
+        return node
+    return einsum(f"{','.join(terms)}->{out}", *args)
+
+
 def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[str, dict[int, int]] | None = None) -> tuple[Tensor, ...]:
     """``outputs`` with each region of :func:`find_regions` replaced by one node of kind
     ``"fused"`` (its parameter a :class:`FusedKernel`, its operands the region's inputs);
@@ -1128,6 +1175,7 @@ def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[st
     >>> [node.kind for node in fused_outputs([y], np.float64)] == (["fused"] if numba_available() else ["unary"])
     True
     """
+    outputs = inline_operands_in_loop_order(outputs)
     regions = find_regions(outputs, min_size)
     if not regions or not numba_available():
         return tuple(outputs)

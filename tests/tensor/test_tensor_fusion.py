@@ -229,9 +229,11 @@ def test_a_short_contraction_is_summed_where_the_region_reads_it() -> None:
     residual = unary("pow", add(T, einsum("ik,jk,->ij", U, V, const(-1.0))), 2.0)
     program = Program([einsum("ij->i", residual)], [U, V, T])
     [kernel] = _fused(program)
-    assert kernel.definition.source == ("fused[i0] = sum(s0, 0, 29, (x0[i0, s0] + -1 * (x1[i0, 0] * x2[s0, 0] "
-                                        "+ x1[i0, 1] * x2[s0, 1] + x1[i0, 2] * x2[s0, 2]))**2)")
-    assert [x.param for x in kernel.region.inputs] == ["T", "U", "V"]
+    # V is read through Vᵀ: the innermost loop (over s0) reads its rows
+    assert kernel.definition.source == ("fused[i0] = sum(s0, 0, 29, (x0[i0, s0] + -1 * (x1[i0, 0] * x2[0, s0] "
+                                        "+ x1[i0, 1] * x2[1, s0] + x1[i0, 2] * x2[2, s0]))**2)")
+    assert [x.param for x in kernel.region.inputs] == ["T", "U", "jk->kj"]
+    assert kernel.region.inputs[2].args[0].param == "V"
     rng = np.random.default_rng(4)
     arrays = [rng.standard_normal((20, 3)), rng.standard_normal((30, 3)), rng.standard_normal((20, 30))]
     _close(program(*arrays)[0], np.sum((arrays[2] - arrays[0] @ arrays[1].T) ** 2, axis=1))
