@@ -104,7 +104,8 @@ largest U adds the FLOPs and operator applications of jacacc's program.  See
 
 **Threads**: ``--threads 1`` (the default) pins every BLAS library — NumPy's
 OpenBLAS and SciPy's own (a second library, which jacacc.linalg's LAPACK and
-BLAS calls use) — through threadpoolctl, and PyTorch and XLA, with
+BLAS calls use) — through threadpoolctl, and Numba's parallel loops (jacacc's
+fused kernels), PyTorch and XLA, with
 ``experiments/tensor_hessians.py``'s ``limit_threads``: one thread each on two
 cores shared with other work.  PyTorch's LAPACK is MKL; NumPy's and
 SciPy's are OpenBLAS.

@@ -66,8 +66,9 @@ closed forms twice the result.  Each skipped row says why.
 A problem's sweep ends at the first n where every Hessian method was skipped
 (``results["ended"]``): larger n would time only values and gradients.
 
-Threads: ``--threads 1`` (the default) runs NumPy's OpenBLAS, PyTorch and XLA
-with one thread each (see :func:`limit_threads`: on two shared cores their
+Threads: ``--threads 1`` (the default) runs NumPy's OpenBLAS, jacacc's Numba
+kernels, PyTorch and XLA with one thread each (Numba's own default is every
+core: :func:`limit_numba_threads`) (see :func:`limit_threads`: on two shared cores their
 spinning thread pools slowed each other down by orders of magnitude), so the
 comparison is of algorithms on one core.  XLA's float64 GEMM is about twice as
 fast per core as the OpenBLAS build NumPy ships here (AVX-512 against
@@ -774,8 +775,21 @@ def print_table(rows: list[dict]) -> None:
 
 
 # =========================================================================== main
+def limit_numba_threads(threads: int) -> int | None:
+    """Numba's parallel loops (jacacc's fused kernels) on at most ``threads`` threads of the calling
+    thread, where Numba is installed (the count set, or None).  Left alone, a kernel of the tensor
+    level ran on every core while the peers had one thread: matrix factorization's gradient at
+    n = 1024 took 0.67 ms on two cores against 1.2-1.5 ms on one."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    return numba.get_num_threads()
+
+
 def limit_threads(threads: int) -> dict[str, Any]:
-    """Run NumPy's OpenBLAS, PyTorch and XLA with ``threads`` threads each (0: the libraries' defaults).
+    """Run NumPy's OpenBLAS, Numba's parallel loops, PyTorch and XLA with ``threads`` threads each (0: the libraries' defaults).
 
     On two cores shared with other work, three thread pools (OpenBLAS, PyTorch's OpenMP/MKL, XLA's)
     that each spin for both cores slow each other down by orders of magnitude on small calls (a
@@ -795,6 +809,7 @@ def limit_threads(threads: int) -> dict[str, Any]:
                     xla_threads="default")
         return info
     info["blas_threads"] = limit_blas_threads(threads)
+    info["numba_threads"] = limit_numba_threads(threads)
     torch.set_num_threads(threads)
     info["torch_threads"] = torch.get_num_threads()
     from jax._src import xla_bridge
