@@ -1175,10 +1175,13 @@ def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[st
     >>> [node.kind for node in fused_outputs([y], np.float64)] == (["fused"] if numba_available() else ["unary"])
     True
     """
-    outputs = inline_operands_in_loop_order(outputs)
-    regions = find_regions(outputs, min_size)
-    if not regions or not numba_available():
+    if not numba_available():
         return tuple(outputs)
+    rewritten = inline_operands_in_loop_order(outputs)
+    regions = find_regions(rewritten, min_size)
+    if not regions:
+        return tuple(outputs)
+    outputs = rewritten
     replaced = {id(r.root): r for r in regions}
     new: dict[int, Tensor] = {}
     for node in nodes_of(outputs):
