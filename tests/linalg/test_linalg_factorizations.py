@@ -298,6 +298,31 @@ def test_the_clamp_threshold_is_relative_to_the_spectrum_and_per_dtype():
     assert eigengap_threshold(lam.astype(np.float32))[0] == pytest.approx(3 * np.sqrt(np.finfo(np.float32).eps))
 
 
+@pytest.mark.parametrize("lam", [
+    np.array([-2.0, 0.5, 3.0]),                      # ascending, well separated: the O(n) test's shortcut
+    np.array([[-1.0, 0.0, 4.0], [1.0, 1.0, 2.0]]),   # a batch where one matrix has a repeated value
+    np.array([3.0, -1.0, 2.0]),                      # not ascending: the general path
+    np.array([1.0, 1.0 + 1e-9, 5.0]),                # a gap under the threshold
+])
+def test_eigengap_masks_are_the_pairwise_definition(lam):
+    """``K`` (1 where a pair is not clamped) and ``C`` (±ε where it is, 1 on the diagonal) as paper
+    004 §4.4 defines them pair by pair, whichever path computes them."""
+    from jacacc.linalg.factorizations import _eigengaps_forward
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        keep, clamped = _eigengaps_forward(lam)
+    eps = eigengap_threshold(lam)
+    for index in np.ndindex(lam.shape[:-1]):
+        values, e = lam[index], eps[index]
+        for i in range(len(values)):
+            for j in range(len(values)):
+                small = i != j and abs(values[i] - values[j]) < e
+                assert keep[index + (i, j)] == float(i != j and not small)
+                want = 1.0 if i == j else (e if i > j else -e) if small else 0.0
+                assert clamped[index + (i, j)] == want
+
+
 # ---------------------------------------------------------------------------- values, dtypes, misuse
 def test_mxnet_documented_syevd_value_through_the_public_api():
     A = np.array([[1.0, 2.0], [2.0, 4.0]])
