@@ -272,6 +272,27 @@ def test_a_low_rank_gradient_is_one_kernel_of_dot_products() -> None:
     assert not fusion.find_regions([wide], min_size=0)
 
 
+@pytest.mark.parametrize("subscripts, thin_shape", [
+    ("ij,mj->im", (3, 9)),     # the thin factor read along rows: dot products
+    ("ij,jm->im", (9, 3)),     # read along its columns: the k-outside accumulation
+    ("bij,mj->bim", (3, 9)),   # a batch letter
+    ("ij,jm->mi", (9, 3)),     # the thin letter first: not low-rank (each F row would be read m times)
+])
+def test_low_rank_roots_give_the_unfused_values(subscripts: str, thin_shape: tuple[int, ...]) -> None:
+    """Whichever layout the kernel of a low-rank root takes, it computes what the unfused program
+    does (rtol 1e-12); the thin letter last is what makes an einsum low-rank."""
+    big_shape = (2, 5, 9) if subscripts.startswith("bij") else (5, 9)
+    A, B, V = var("A", big_shape), var("B", big_shape), var("V", thin_shape)
+    F = unary("tanh", add(A, unary("exp", B)))
+    y = einsum(subscripts, F, V)
+    program = Program([y], [A, B, V])
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal(big_shape), rng.standard_normal(big_shape), rng.standard_normal(thin_shape)]
+    _close(program(*arrays)[0], Program([y], [A, B, V], fuse_kernels=False)(*arrays)[0], rtol=1e-12)
+    roots = [kernel.region.root for kernel in _fused(program)]
+    assert (y in roots) == (subscripts != "ij,jm->mi")
+
+
 @pytest.mark.parametrize("interchange", [False, True])
 def test_dot_product_layout_adds_what_the_plain_loops_add(interchange: bool) -> None:
     """f[i, m] = Σ_j exp(A[i, j]) · W[m, j]: with the sum outside the last index the stored factors
