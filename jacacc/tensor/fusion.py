@@ -39,8 +39,8 @@ What a region holds:
   of all its letters is at most :data:`REDUCTION_FACTOR` times the size of its
   largest operand, or it multiplies that operand by a thin one along the
   output's last letter, ``Σ_j F[i, j]·V[j, m]`` with at most :data:`LOW_RANK_MAX`
-  values of m (a low-rank model's gradient: the kernel stores a row of ``F``
-  once and takes each output element as a dot product with it) — and that
+  values of m (a low-rank model's gradient: the kernel computes each entry of
+  ``F`` once and adds it into one accumulator per m, in one pass) — and that
   largest operand is computed in the region (a matrix-vector product of an
   input matrix is one BLAS call, which a loop kernel does not beat).  A matrix
   product is not memory-bound, and stays BLAS.
@@ -307,8 +307,8 @@ def _low_rank(node: Tensor) -> bool:
     """Whether a summing einsum multiplies its largest operand by a thin one along the output's
     last letter: ``Σ_j F[i, j]·V[j, m]`` with m of at most :data:`LOW_RANK_MAX` values and j the
     largest operand's last axis (a low-rank model's gradient).  Each entry of ``F`` then serves
-    only a few terms: memory-bound, and a kernel that stores one row of ``F`` and takes each
-    output element as a dot product with it (:func:`_interchange`) computes ``F`` once."""
+    only a few terms: memory-bound, and a kernel with the sum's loop outside the thin letter's
+    (:func:`_interchange`) computes ``F`` once, adding each entry into one accumulator per m."""
     inputs, out = _einsum_parts(node)
     if not out or _is_scatter_or_diagonal(node):
         return False
@@ -861,7 +861,8 @@ class FusedKernel:
         """The Numba kernel (through :func:`~jacacc.kernels.numba_kernel`, cached)."""
         if self._kernel is None:
             self._kernel = kernels.numba_kernel(self.definition, self.arguments, parallel=self.parallel,
-                                                interchange=self.interchange, cache=True)
+                                                interchange=self.interchange, cache=True,
+                                                last_extent=self.kernel_shape[-1])
         return self._kernel
 
     @property

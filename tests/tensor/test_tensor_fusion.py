@@ -246,7 +246,7 @@ def test_a_short_contraction_is_summed_where_the_region_reads_it() -> None:
 def test_a_low_rank_gradient_is_one_kernel_of_dot_products() -> None:
     """Matrix factorization's gradient −2 (Ω² ⊙ (T − UVᵀ)) V: the sum over j of a computed n × n
     factor times the thin V is the region's root (LOW_RANK_MAX), UVᵀ is written into it, each row of
-    the factor is stored once and each output element is a dot product with it, and Vᵀ — a
+    the factor is computed once and added into one accumulator per column of V, and Vᵀ — a
     transposed view the kernel reads along its rows — is passed in C order."""
 
     def mf(U, V, T, Omega):
@@ -262,8 +262,9 @@ def test_a_low_rank_gradient_is_one_kernel_of_dot_products() -> None:
     [kernel] = _fused(program)
     assert kernel.interchange and kernel.region.root.shape == (n, k)
     assert "@" not in program._straight_line.source  # neither UVᵀ nor the product with V is BLAS
-    source, _ = kernels.numba_source(kernel.definition, kernel.arguments, interchange=True)
-    assert "_acc +=" in source and "_fk[" in source
+    source, _ = kernels.numba_source(kernel.definition, kernel.arguments, interchange=True,
+                                     last_extent=kernel.kernel_shape[-1])
+    assert "_a2 +=" in source and "_fk[" not in source  # one pass, an accumulator per column of V
     thin = [x.size == n * k for x in kernel.region.inputs]  # U and Vᵀ, each read n times per entry
     assert kernel.contiguous_inputs == tuple(thin) and any(x.shape == (k, n) for x in kernel.region.inputs)
     assert "np.ascontiguousarray(" in program._straight_line.source
@@ -273,7 +274,7 @@ def test_a_low_rank_gradient_is_one_kernel_of_dot_products() -> None:
 
 
 @pytest.mark.parametrize("subscripts, thin_shape", [
-    ("ij,mj->im", (3, 9)),     # the thin factor read along rows: dot products
+    ("ij,mj->im", (3, 9)),     # the thin factor read along rows: accumulators
     ("ij,jm->im", (9, 3)),     # read along its columns: the k-outside accumulation
     ("bij,mj->bim", (3, 9)),   # a batch letter
     ("ij,jm->mi", (9, 3)),     # the thin letter first: not low-rank (each F row would be read m times)
@@ -293,18 +294,24 @@ def test_low_rank_roots_give_the_unfused_values(subscripts: str, thin_shape: tup
     assert (y in roots) == (subscripts != "ij,jm->mi")
 
 
-@pytest.mark.parametrize("interchange", [False, True])
-def test_dot_product_layout_adds_what_the_plain_loops_add(interchange: bool) -> None:
+@pytest.mark.parametrize("interchange, last_extent", [(False, None), (True, None), (True, 3)])
+def test_dot_product_layout_adds_what_the_plain_loops_add(interchange: bool, last_extent: int | None) -> None:
     """f[i, m] = Σ_j exp(A[i, j]) · W[m, j]: with the sum outside the last index the stored factors
-    exp(A[i, j]) are reused by dot products over rows of W; the values are the plain loops'."""
+    exp(A[i, j]) are reused by dot products over rows of W, or, the last extent known, added into
+    one accumulator per m in one pass; the values are the plain loops'."""
     definition = parse("f[i, m] = sum(j, 0, 6, exp(A[i, j]) * W[m, j])")
-    source = kernels.python_source(definition, ["A", "W"], interchange=interchange)
-    assert ("_acc +=" in source) == interchange
+    source = kernels.python_source(definition, ["A", "W"], interchange=interchange, last_extent=last_extent)
+    assert ("_acc +=" in source) == (interchange and last_extent is None)
+    assert ("_a2 +=" in source) == (last_extent == 3)
     rng = np.random.default_rng(3)
     A, W = rng.standard_normal((4, 7)), rng.standard_normal((3, 7))
     out = np.empty((4, 3))
-    kernels.python_kernel(definition, ["A", "W"], interchange=interchange)(out, A, W)
+    kernel = kernels.python_kernel(definition, ["A", "W"], interchange=interchange, last_extent=last_extent)
+    kernel(out, A, W)
     np.testing.assert_allclose(out, np.exp(A) @ W.T, rtol=1e-13)
+    if last_extent is not None:  # generated for three columns: another count is refused, not half-filled
+        with pytest.raises(ValueError, match="last axis of 3"):
+            kernel(np.empty((4, 2)), A, W[:2])
 
 
 @pytest.mark.parametrize("subscripts", ["ij->i", "ij->j", "ij->", "ij,j->i", "ij,i->j"])
