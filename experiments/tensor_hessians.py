@@ -67,8 +67,8 @@ A problem's sweep ends at the first n where every Hessian method was skipped
 (``results["ended"]``): larger n would time only values and gradients.
 
 Threads: ``--threads 1`` (the default) runs NumPy's OpenBLAS, jacacc's Numba
-kernels, PyTorch and XLA with one thread each (Numba's own default is every
-core: :func:`limit_numba_threads`) (see :func:`limit_threads`: on two shared cores their
+kernels (whose own default is every core), PyTorch and XLA with one thread
+each (see :func:`limit_threads`: on two shared cores their
 spinning thread pools slowed each other down by orders of magnitude), so the
 comparison is of algorithms on one core.  XLA's float64 GEMM is about twice as
 fast per core as the OpenBLAS build NumPy ships here (AVX-512 against
@@ -103,7 +103,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import limit_blas_threads, time_call, write_record
+from jacacc.bench import limit_blas_threads, limit_numba_threads, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_hessians"
@@ -775,19 +775,6 @@ def print_table(rows: list[dict]) -> None:
 
 
 # =========================================================================== main
-def limit_numba_threads(threads: int) -> int | None:
-    """Numba's parallel loops (jacacc's fused kernels) on at most ``threads`` threads of the calling
-    thread, where Numba is installed (the count set, or None).  Left alone, a kernel of the tensor
-    level ran on every core while the peers had one thread: matrix factorization's gradient at
-    n = 1024 took 0.67 ms on two cores against 1.2-1.5 ms on one."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    return numba.get_num_threads()
-
-
 def limit_threads(threads: int) -> dict[str, Any]:
     """Run NumPy's OpenBLAS, Numba's parallel loops, PyTorch and XLA with ``threads`` threads each (0: the libraries' defaults).
 
@@ -795,7 +782,8 @@ def limit_threads(threads: int) -> dict[str, Any]:
     that each spin for both cores slow each other down by orders of magnitude on small calls (a
     32 × 32 PyTorch matmul took 12 ms instead of 5 µs after NumPy had run); one thread each keeps
     the comparison one of algorithms on one core.  Every BLAS library (NumPy's and SciPy's OpenBLAS)
-    is set through threadpoolctl (:func:`jacacc.bench.limit_blas_threads`), PyTorch through ``torch.set_num_threads``, and XLA, which sizes its pool from
+    is set through threadpoolctl (:func:`jacacc.bench.limit_blas_threads`), Numba through
+    :func:`jacacc.bench.limit_numba_threads`, PyTorch through ``torch.set_num_threads``, and XLA, which sizes its pool from
     the CPU affinity mask when its backend starts, by starting the backend under a mask of
     ``threads`` CPUs and then giving every thread of the process the full mask back (only where the
     JAX backend was not started before).

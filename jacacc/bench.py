@@ -45,6 +45,7 @@ __all__ = [
     "environment",
     "get_peer",
     "limit_blas_threads",
+    "limit_numba_threads",
     "machine_peaks",
     "peer_function",
     "peers",
@@ -134,6 +135,27 @@ def limit_blas_threads(threads: int) -> list[dict[str, Any]]:
     if threads > 0:
         threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
     return thread_pools()
+
+
+def limit_numba_threads(threads: int) -> int | None:
+    """Run Numba's parallel loops (jacacc's fused kernels, the numba backend's kernels) launched
+    from the calling thread on at most ``threads`` threads; ``threads <= 0`` leaves Numba's default,
+    every core.  Returns the count now in force, or None without Numba.  A benchmark that gives its
+    peers one thread gives jacacc's kernels one too: left alone, matrix factorization's gradient at
+    n = 1024 ran on both cores of the project's machine (0.67 against 1.8 ms on one).
+
+    Examples
+    --------
+    >>> limit_numba_threads(0) is None or limit_numba_threads(0) >= 1
+    True
+    """
+    try:
+        import numba
+    except ImportError:
+        return None
+    if threads > 0:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    return numba.get_num_threads()
 
 
 @contextlib.contextmanager

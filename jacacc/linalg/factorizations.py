@@ -317,8 +317,8 @@ def _eigengaps_forward(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The mask of unclamped pairs and the clamped denominators (see :func:`eigengaps`); warns when clamping."""
     lam = np.asarray(lam)
     n = lam.shape[-1]
-    gaps = np.diff(lam, axis=-1)
-    if np.all(gaps >= eigengap_threshold(lam)[..., None]):
+    threshold = eigengap_threshold(lam)
+    if np.all(np.diff(lam, axis=-1) >= threshold[..., None]):
         # ascending and every neighbouring gap at least ε: so is every gap, nothing is clamped (one
         # O(n) test; the general path below makes a dozen passes over n × n arrays, 0.34 ms at n = 256)
         diagonal = np.arange(n)
@@ -327,7 +327,7 @@ def _eigengaps_forward(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         clamped[..., diagonal, diagonal] = 1.0
         return keep, clamped
     diff = lam[..., :, None] - lam[..., None, :]                         # λ_i − λ_j
-    eps = eigengap_threshold(lam)[..., None, None]
+    eps = threshold[..., None, None]
     off = ~np.eye(n, dtype=bool)
     small = (np.abs(diff) < eps) & off
     keep = (off & ~small).astype(lam.dtype)
