@@ -19,7 +19,14 @@ from jacacc.tensor.expr import (
     contraction_path,
 )
 
-__all__ = ["Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error", "without_unit_ones"]
+__all__ = ["SHORT_AXIS", "Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error",
+           "without_unit_ones"]
+
+#: a broadcast product whose last output axis is shorter than this (and that has an axis at least
+#: four times as long, and at least :data:`REORDERED_MIN_SIZE` entries) is written in the memory
+#: order with its longest axis last and returned as a transposed view (:meth:`Contraction._memory_order`)
+SHORT_AXIS = 16
+REORDERED_MIN_SIZE = 4096
 
 
 class Contraction:
@@ -63,7 +70,9 @@ class Contraction:
         terms = inputs.split(",")
         plain = len(terms) == 2 and all(len(set(t)) == len(t) for t in terms)
         if plain and not removed and set(out) == set(terms[0]) | set(terms[1]):
-            return tuple(positions), "multiply", tuple(self._broadcast(t, out) for t in terms)
+            memory = self._memory_order(terms, out)
+            final = None if memory == out else tuple(memory.index(c) for c in out)
+            return tuple(positions), "multiply", (*(self._broadcast(t, memory) for t in terms), final)
         batched = plain and self._batched_product(terms[0], terms[1], out)
         if batched or (plain and blas and "EINSUM" not in blas):
             summed = [c for c in terms[0] if c in removed]
@@ -104,6 +113,31 @@ class Contraction:
         trailing = all(set(term[-len(batch):]) == set(batch) for term in (left, right))
         return not (trailing and rows * columns * inner < 512)
 
+    def _memory_order(self, terms: list[str], out: str) -> str:
+        """The order in which a broadcast product ``terms -> out`` is written: ``out``, or — where
+        its last axis is short (under :data:`SHORT_AXIS`) and another at least four times as long
+        — ``out`` with its longest axis moved last (of equal ones, one that ends an operand's term).
+
+        NumPy's loops run along the result's last axis in memory, one call of the inner loop per
+        row: a Hessian's ``(8, 6, 128, 6)`` product of an ``(6, 128)`` and a ``(128, 8, 6)``
+        array took 56–58 µs in 6144 rows of 6 (one core), 24–31 µs written as ``(8, 6, 6, 128)``
+        (whatever the operands' own layouts), and the matrix product that read it next along the
+        128 axis no longer copied it first.
+        """
+        extent = self._extent
+        size = math.prod(extent[c] for c in out)
+        if len(out) < 2 or extent[out[-1]] >= SHORT_AXIS or size < REORDERED_MIN_SIZE:
+            return out
+        if any(set(t) == set(out) for t in terms):
+            # an operand as large as the product (a scaling, a row scaled): NumPy runs it in that
+            # operand's layout, and what reads the product next expects it in C order
+            return out
+        ends = {t[-1] for t in terms if t}
+        longest = max(out, key=lambda c: (extent[c], c in ends))
+        if extent[longest] < 4 * extent[out[-1]]:
+            return out
+        return out.replace(longest, "") + longest
+
     def _broadcast(self, term: str, out: str) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         """The transpose putting ``term``'s axes in ``out``'s order and the shape that
         broadcasts it against ``out`` (1 where it lacks an axis)."""
@@ -136,11 +170,13 @@ class Contraction:
         for positions, kind, how in self._steps:
             taken = [stack.pop(p) for p in positions]
             if kind == "multiply":
-                (pa, sa), (pb, sb) = how
+                (pa, sa), (pb, sb), final = how
                 a, b = taken
                 a = a if pa is None else a.transpose(pa)
                 b = b if pb is None else b.transpose(pb)
-                stack.append(a.reshape(sa) * b.reshape(sb))
+                # in C order: NumPy's default (the operands' layout) can put a short axis innermost
+                product = xp.multiply(a.reshape(sa), b.reshape(sb), order="C") if xp is np else a.reshape(sa) * b.reshape(sb)
+                stack.append(product if final is None else product.transpose(final))
             elif kind == "matmul":
                 pa, sa, pb, sb, shape, final, swap = how
                 a, b = taken[::-1] if swap else taken

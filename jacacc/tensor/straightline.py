@@ -149,7 +149,8 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
         name = target if step == last else src.temporary()
         if kind == "multiply":
             parts = []
-            for operand, term, (perm, shape) in zip(taken, taken_letters, how, strict=True):
+            *broadcasts, final = how
+            for operand, term, (perm, shape) in zip(taken, taken_letters, broadcasts, strict=True):
                 if operand in src.constants:  # transposed and reshaped once, here
                     value = src.env[operand]
                     value = (value if perm is None else value.transpose(perm)).reshape(shape)
@@ -160,7 +161,10 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
                 if _shape_of(ordered, extent) != shape:
                     text = f"{text}.reshape({shape!r})"
                 parts.append(text)
-            src.line(f"{name} = {parts[0]} * {parts[1]}")
+            if final is None:
+                src.line(f"{name} = {parts[0]} * {parts[1]}")
+            else:  # written in its memory order (Contraction._memory_order), read through a transposition
+                src.line(f"{name} = np.multiply({parts[0]}, {parts[1]}, order='C').transpose({final!r})")
         elif kind == "matmul":
             pa, sa, pb, sb, shape, final, swap = how
             pairs = list(zip(taken, taken_letters, strict=True))

@@ -431,6 +431,38 @@ def test_batched_products_run_as_stacked_matrix_products(subscripts, shapes, kin
     assert (kind == "matmul") == ("@" in program._straight_line.source)
 
 
+@pytest.mark.parametrize(("subscripts", "shapes", "memory"), [
+    ("ck,kab->abkc", [(6, 128), (128, 8, 6)], "abck"),  # mlp_flat's Hessian: 6144 rows of 6 otherwise
+    ("i,j->ij", [(2000,), (5,)], "ji"),
+    ("i,j->ij", [(200,), (5,)], "ij"),  # under REORDERED_MIN_SIZE entries
+    ("ij,i->ij", [(1024, 8), (1024,)], "ij"),  # an operand as large as the product: its layout
+    (",ij->ij", [(), (1024, 8)], "ij"),  # a scaling
+    ("ck,kab->abkc", [(20, 128), (128, 8, 6)], "abkc"),  # the last axis long enough
+])
+def test_broadcast_products_are_written_with_a_long_last_axis(subscripts, shapes, memory):
+    """A broadcast product whose last axis is short is written in the order with its longest axis
+    last (NumPy's loops run along it) and read through a transposition; its value, from the
+    interpreter and from the straight-line program, is the einsum's whatever the operands' layouts."""
+    from jacacc.tensor.expr import einsum, var
+    from jacacc.tensor.steps import Contraction
+
+    contraction = Contraction(subscripts, shapes)
+    [(_, kind, (*_, final))] = contraction._steps
+    out = subscripts.partition("->")[2]
+    assert kind == "multiply"
+    assert (final is None) == (memory == out)
+    if final is not None:
+        assert "".join(memory[p] for p in final) == out
+    rng = np.random.default_rng(9)
+    values = [rng.normal(size=s) for s in shapes]
+    fortran = [np.asfortranarray(v) if v.ndim else v for v in values]  # a transposed view, as earlier steps hand out
+    want = np.einsum(subscripts, *values)
+    operands = [var(f"x{k}", s) for k, s in enumerate(shapes)]
+    program = Program([einsum(subscripts, *operands)], operands, fuse_kernels=False)
+    for given in (values, fortran):
+        np.testing.assert_array_equal(contraction(*given), want)
+        np.testing.assert_array_equal(program(*given)[0], want)
+
 # ---------------------------------------------------------------------------- FLOPs
 def _einsum_cost(node) -> int:
     """FLOPs of the contraction the evaluator runs for an einsum node, counted step by
