@@ -761,7 +761,7 @@ declare("fmin", 2, "np.fmin", lambda f, a, b, out: [f.lt(a, b) + 0.5 * f.eq(a, b
 declare("logaddexp", 2, "np.logaddexp", lambda f, a, b, out: [f.exp(a - out), f.exp(b - out)],
         cuda="jc_logaddexp", torch="torch.logaddexp",
         derivative_text="exp(a - out), exp(b - out)",
-        costly=True)
+        costly=True, vector_math="small")
 
 # -- special functions
 _unary("erf", "scipy.special.erf", lambda f, x, out: _TWO_OVER_SQRT_PI * f.exp(-(x**2)), "2/sqrt(pi)*exp(-x**2)",
@@ -908,6 +908,24 @@ def _log_helper() -> list[str]:
     ]
 
 
+def _logaddexp_helper() -> list[str]:
+    # max(a, b) + log1p(e), e = exp(-|a - b|) in (0, 1], as NumPy computes it; log1p(e) as
+    # log(u)·e/(u − 1) with u = 1 + e rounded (exact to a few ulp where e is tiny and log(u) alone
+    # would lose it, Goldberg's theorem 4).  Infinities of one sign twice: a − b is NaN, the sum is a.
+    return [
+        "def _logaddexp(a, b):",
+        "    m = a if a > b else b",
+        "    d = a - b",
+        "    e = _exp(-abs(d))",
+        "    u = 1.0 + e",
+        "    v = u - 1.0",
+        "    s = _log(u) * (e / (v if v != 0.0 else 1.0))",  # no division by zero under Python's error model
+        "    s = e if v == 0.0 else s",
+        "    y = m + s",
+        "    return a if (a == b) & (d != d) else y",
+    ]
+
+
 def _tanh_helper() -> list[str]:
     # tanh |x| = e / (e + 2), e = expm1(2|x|) = 2^k (expm1(r) + 1) − 1 with 2|x| = k ln2 + r and
     # expm1(r) = r + r²·q(r), q the Taylor series of degree 12 (exact at k = 0: no cancellation
@@ -959,11 +977,11 @@ def _erf_helper() -> list[str]:
 
 #: Numba source of the helper ``_name`` of each operation flagged :attr:`Operation.vector_math` (no
 #: decorator): plain arithmetic that LLVM vectorizes with the loop around it, a few ulp from libm.  A
-#: helper may call another (``_erf`` calls ``_exp``); :mod:`jacacc.kernels.functions` writes the ones a
+#: helper may call another (``_erf`` calls ``_exp``; ``_logaddexp``, of two arguments, ``_exp`` and ``_log``); :mod:`jacacc.kernels.functions` writes the ones a
 #: module needs, :mod:`jacacc.kernels.inline` writes their calls into the statements that make them.
 NUMBA_HELPERS: dict[str, str] = {name: "\n".join(make()) for name, make in
-                                 (("exp", _exp_helper), ("log", _log_helper), ("tanh", _tanh_helper),
-                                  ("erf", _erf_helper))}
+                                 (("exp", _exp_helper), ("log", _log_helper), ("logaddexp", _logaddexp_helper),
+                                  ("tanh", _tanh_helper), ("erf", _erf_helper))}
 _unhelped = {op.name for op in OPERATIONS.values() if op.vector_math} - set(NUMBA_HELPERS)
 if _unhelped or {op.vector_math for op in OPERATIONS.values()} - {"", "small", "large"}:
     raise RegistryError(f"vector_math is 'small' or 'large' on operations with a NUMBA_HELPERS entry; "

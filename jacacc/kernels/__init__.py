@@ -19,8 +19,8 @@ its own, so no element is written twice: no atomics, no scatter.
   compile check with nvcc);
 * :mod:`~jacacc.kernels.functions`: what every code generator of jacacc
   prints for the table's functions, read from :mod:`jacacc.ops` — their
-  spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_tanh``,
-  ``_erf``) and the Numba and CUDA preambles;
+  spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_logaddexp``,
+  ``_tanh``, ``_erf``) and the Numba and CUDA preambles;
 * :mod:`~jacacc.kernels.inline`: the helpers written into the statements that
   call them (:func:`inline_helpers`) before Numba compiles a module.
 

@@ -114,7 +114,7 @@ def _spellings(backend: str, vector_math: frozenset[str]) -> dict[str, str]:
     """The language's functions, and the operations of two or three operands fused regions call,
     spelled for ``backend`` (read-only: shared by every :class:`Calls`)."""
     return {**{name: spelling(name, backend, vector_math) for name in FUNCTIONS},
-            **{name: kernel_spelling(name, backend) for name in KERNEL_OPERATIONS}}
+            **{name: kernel_spelling(name, backend, vector_math) for name in KERNEL_OPERATIONS}}
 
 
 class Emitter:

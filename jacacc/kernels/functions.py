@@ -11,7 +11,7 @@ own:
   that helper where asked — also inside templates that call them
   (``logistic``'s ``{exp}``); :func:`call_text` prints a call of a spelling;
 * :func:`vector_math_source`: the generated helpers ``_exp``, ``_log``,
-  ``_tanh``, ``_erf`` in plain arithmetic (inlined by Numba, vectorized by
+  ``_logaddexp``, ``_tanh``, ``_erf`` in plain arithmetic (inlined by Numba, vectorized by
   LLVM); :func:`vector_math_used` says which a set of operations needs; the
   small ones (:data:`SMALL_VECTOR_MATH`) serve every loop kernel, the large
   ``_erf`` only the scalar schedules' kernels (its compilation is shared by a
@@ -66,7 +66,7 @@ def helper_set(vector_math: bool | Iterable[str]) -> frozenset[str]:
     Examples
     --------
     >>> sorted(helper_set(SMALL_VECTOR_MATH)), sorted(helper_set(["erf", "sin"])), helper_set(False)
-    (['exp', 'log', 'tanh'], ['erf'], frozenset())
+    (['exp', 'log', 'logaddexp', 'tanh'], ['erf'], frozenset())
     """
     if vector_math is True:
         return VECTOR_MATH
@@ -115,20 +115,23 @@ def _kernel_operations() -> frozenset[str]:
 KERNEL_OPERATIONS = _kernel_operations()
 
 
-def kernel_spelling(name: str, backend: str) -> str:
+def kernel_spelling(name: str, backend: str, vector_math: bool | Iterable[str] = False) -> str:
     """How a loop kernel spells the :data:`KERNEL_OPERATIONS` operation ``name`` for ``backend``
-    (``numba``, ``cuda``): the table's spelling, but a predicate as a number (1 or 0) from its
-    infix comparison, which both languages evaluate with NumPy's semantics (NaN compares unequal).
+    (``numba``, ``cuda``): the table's spelling (Numba: its helper where ``vector_math`` names it,
+    as :func:`spelling`), but a predicate as a number (1 or 0) from its infix comparison, which both
+    languages evaluate with NumPy's semantics (NaN compares unequal).
 
     Examples
     --------
     >>> kernel_spelling("ne", "numba"), kernel_spelling("ge", "cuda"), kernel_spelling("maximum", "cuda")
     ('(1.0 if {0} != {1} else 0.0)', '((real)(({0}) >= ({1})))', 'jc_maximum')
+    >>> kernel_spelling("logaddexp", "numba"), kernel_spelling("logaddexp", "numba", vector_math=True)
+    ('np.logaddexp', '_logaddexp')
     """
     op = ops.get(name)
     if op.piecewise_constant and op.infix:
         return f"(1.0 if {{0}} {op.infix} {{1}} else 0.0)" if backend == "numba" else f"((real)(({{0}}) {op.infix} ({{1}})))"
-    return ops.spelling(name, backend)
+    return spelling(name, backend, vector_math)
 
 
 def call_text(spelling: str, arguments: Iterable[str]) -> str:
@@ -207,8 +210,8 @@ def fastmath_text(fastmath: bool | Iterable[str] | str) -> str:
 
 # ------------------------------------------------------------------------ vector math
 def vector_math_source(used: Iterable[str], fastmath: bool | Iterable[str] | str = False) -> list[str]:
-    """Source lines of the ``@njit(inline='always')`` helpers ``_exp``, ``_log``, ``_erf``,
-    ``_tanh`` (``jacacc.ops.NUMBA_HELPERS``) that the operations ``used`` need (those of
+    """Source lines of the ``@njit(inline='always')`` helpers ``_exp``, ``_log``, ``_logaddexp``,
+    ``_erf``, ``_tanh`` (``jacacc.ops.NUMBA_HELPERS``) that the operations ``used`` need (those of
     :data:`VECTOR_MATH` among them; the helpers they call themselves come along), jitted with
     Numba's ``fastmath`` (flags, a bool, or its text: :func:`fastmath_text`).  The generators
     compile their modules through :func:`~jacacc.kernels.inline.inline_helpers`, which writes

@@ -1,6 +1,6 @@
 """The vector-math helpers written into the statements that call them, before Numba sees them.
 
-The generated Numba modules call the helpers ``_exp``, ``_log``, ``_tanh`` and ``_erf``
+The generated Numba modules call the helpers ``_exp``, ``_log``, ``_logaddexp``, ``_tanh`` and ``_erf``
 (:func:`~jacacc.kernels.functions.vector_math_source`) from their loops, and the loops vectorize
 only if every helper is inlined: a call LLVM does not inline keeps the loop scalar (BlackScholes'
 scheduled kernel ran 4x slower with plain calls).  Numba's own ``inline='always'`` inlines at the
@@ -57,7 +57,7 @@ def inline_helpers(text: str, helpers: Iterable[str]) -> str:
     top level replaced by their bodies, inside every other top-level function (see the module
     notes for where a call is replaced and where it stays).
 
-    The helpers must be single-argument functions of assignments ending in one ``return``
+    The helpers must be functions of positional arguments and assignments ending in one ``return``
     (what :func:`~jacacc.kernels.functions.vector_math_source` writes); their local names are
     prefixed ``_jc<k>_`` per call.  The leading comment lines of ``text`` are kept; other
     comments are not (the text is Numba's input; the readable source is kept by the callers).
@@ -80,21 +80,21 @@ def inline_helpers(text: str, helpers: Iterable[str]) -> str:
 
 
 class _Helper:
-    """One helper: its argument, its assignments and its returned expression."""
+    """One helper: its arguments, its assignments and its returned expression."""
 
     def __init__(self, node: ast.FunctionDef) -> None:
-        self.argument = node.args.args[0].arg
+        self.arguments = [a.arg for a in node.args.args]
         self.body = node.body[:-1]
         self.result = node.body[-1].value  # type: ignore[attr-defined]
         stored = {n.id for statement in self.body for n in ast.walk(statement)
                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        self.locals = stored | {self.argument}
+        self.locals = stored | set(self.arguments)
 
     @staticmethod
     def fits(node: ast.FunctionDef) -> bool:
-        """One positional argument, assignments only, one ``return`` of a value at the end."""
+        """Positional arguments only, assignments only, one ``return`` of a value at the end."""
         arguments = node.args
-        if (len(arguments.args) != 1 or arguments.posonlyargs or arguments.kwonlyargs or arguments.vararg
+        if (not arguments.args or arguments.posonlyargs or arguments.kwonlyargs or arguments.vararg
                 or arguments.kwarg or not node.body):
             return False
         last = node.body[-1]
@@ -144,21 +144,23 @@ class _Inliner:
             elif isinstance(value, list):
                 setattr(node, field, [self.expression(v, before) if isinstance(v, ast.expr) else v for v in value])
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.helpers
-                and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)):
-            return self.expand(self.helpers[node.func.id], node.args[0], before)
+                and len(node.args) == len(self.helpers[node.func.id].arguments) and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)):
+            return self.expand(self.helpers[node.func.id], node.args, before)
         return node
 
-    def expand(self, helper: _Helper, argument: ast.expr, before: list[ast.stmt]) -> ast.Name:
-        """The helper's statements on ``argument``, appended to ``before``; its value's name."""
+    def expand(self, helper: _Helper, arguments: list[ast.expr], before: list[ast.stmt]) -> ast.Name:
+        """The helper's statements on ``arguments``, appended to ``before``; its value's name."""
         prefix = f"_jc{self.replaced}"
         self.replaced += 1
         rename = _Rename({name: f"{prefix}_{name}" for name in helper.locals})
         result = ast.Assign(targets=[ast.Name(prefix, ast.Store())], value=copy.deepcopy(helper.result), lineno=0)
-        statements: list[ast.stmt] = [
-            ast.Assign(targets=[ast.Name(helper.argument, ast.Store())], value=argument, lineno=0),
-            *copy.deepcopy(helper.body), result]
-        for statement in statements[1:]:
+        # the arguments are evaluated first, left to right, each once
+        bound = [ast.Assign(targets=[ast.Name(rename.names[name], ast.Store())], value=argument, lineno=0)
+                 for name, argument in zip(helper.arguments, arguments, strict=True)]
+        body = [*copy.deepcopy(helper.body), result]
+        for statement in body:
             rename.visit(statement)
-        statements[0].targets[0].id = rename.names[helper.argument]  # type: ignore[attr-defined]
+        statements: list[ast.stmt] = [*bound, *body]
         before += self.block(statements)  # a helper's own helper calls (_erf's _exp)
         return ast.Name(prefix, ast.Load())

@@ -316,13 +316,14 @@ def test_numba_vector_math_helpers_match_numpy_and_scipy():
 
     from jacacc.kernels import VECTOR_MATH, vector_math_source
 
-    assert VECTOR_MATH == {"exp", "log", "erf", "tanh"}
+    assert VECTOR_MATH == {"exp", "log", "erf", "tanh", "logaddexp"}
     src = "import math\nimport numpy as np\nfrom numba import njit\n"
     src += "\n".join(vector_math_source(VECTOR_MATH, False))
     src += (
         "\n\n@njit\ndef run(x, out):\n    for i in range(x.size):\n"
         "        out[0, i] = _exp(x[i])\n        out[1, i] = _log(x[i])\n        out[2, i] = _erf(x[i])\n"
         "        out[3, i] = _tanh(x[i])\n"
+        "\n\n@njit\ndef run2(a, b, out):\n    for i in range(a.size):\n        out[i] = _logaddexp(a[i], b[i])\n"
     )
     namespace: dict = {}
     exec(src, namespace)
@@ -340,6 +341,23 @@ def test_numba_vector_math_helpers_match_numpy_and_scipy():
             finite = np.isfinite(ref)
             np.testing.assert_array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
             np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-15, atol=1e-320)
+    # logaddexp: every pair of the values above against a permutation of them, near pairs (its
+    # derivative's a - out), and every pair of the special values
+    special = x[-18:]
+    a = np.concatenate([x, x[: x.size // 2], np.repeat(special, special.size)])
+    b = np.concatenate([rng.permutation(x), x[: x.size // 2] + rng.normal(scale=1e-3, size=x.size // 2),
+                        np.tile(special, special.size)])
+    got = np.empty(a.size)
+    namespace["run2"](a, b, got)
+    with np.errstate(all="ignore"):
+        ref = np.logaddexp(a, b)
+        # NumPy's max(a, b) + log1p(exp(-|a - b|)) loses what cancels in the sum: the error bound
+        # is a few ulp of the larger of its two terms, not of the result
+        scale = np.abs(np.maximum(a, b)) + np.log1p(np.exp(-np.abs(a - b)))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    finite = np.isfinite(ref)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
+    assert np.all(np.abs(got[finite] - ref[finite]) <= 4 * np.finfo(float).eps * scale[finite] + 1e-320)
 
 
 def test_numba_options_libm_fastmath_subset_and_bad_block():

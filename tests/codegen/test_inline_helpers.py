@@ -52,7 +52,8 @@ def _combine(children):
     binary = st.tuples(children, st.sampled_from(["+", "-", "*", "/"]), children).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
     guarded = st.tuples(children, children, children).map(lambda t: f"({t[0]} if {t[1]} > {t[2]} else {t[2]})")
     short = st.tuples(children, children).map(lambda t: f"({t[0]} and {t[1]})")
-    return unary | binary | guarded | short
+    two = st.tuples(children, children).map(lambda t: f"(_logaddexp({t[0]}, {t[1]}))")  # arguments in order, once each
+    return unary | binary | guarded | short | two
 
 
 EXPRESSIONS = st.recursive(LEAVES, _combine, max_leaves=10)
@@ -122,7 +123,8 @@ def test_inlined_module_matches_the_original_under_numba_bit_for_bit():
     numba = pytest.importorskip("numba")
     body = ["for i in range(x.shape[0]):",
             "    out[0, i] = _exp(x[i])", "    out[1, i] = _log(x[i])", "    out[2, i] = _erf(x[i])",
-            "    out[3, i] = _tanh(x[i])", "    out[4, i] = _exp(_tanh(x[i]) * 3.0) - _log(1.0 + _exp(-x[i]))"]
+            "    out[3, i] = _tanh(x[i])", "    out[4, i] = _exp(_tanh(x[i]) * 3.0) - _log(1.0 + _exp(-x[i]))",
+            "    out[5, i] = _logaddexp(x[i], -x[i] * 0.5) + _logaddexp(0.0, _tanh(x[i]))"]
     text = module(body)
     inlined = inline_helpers(text, HELPER_NAMES)
     assert helper_calls(inlined, "kernel") == []
@@ -132,7 +134,7 @@ def test_inlined_module_matches_the_original_under_numba_bit_for_bit():
     for version in (text, inlined):
         namespace: dict = {"njit": numba.njit}
         exec(compile(version, "<generated>", "exec"), namespace)  # noqa: S102 - the test's own text
-        out = np.empty((5, x.size))
+        out = np.empty((6, x.size))
         with np.errstate(all="ignore"):
             numba.njit(error_model="numpy")(namespace["kernel"])(x, out)
         outs.append(out)
