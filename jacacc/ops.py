@@ -871,15 +871,25 @@ def _horner(var: str, coefficients: list[float]) -> str:
     return text
 
 
+#: exp(r) on |r| ≤ 1.0005·ln2/2 as a polynomial of degree 11, constant first: Chebyshev
+#: interpolation at 12 nodes in 50-digit arithmetic (mpmath), rounded to doubles — within 1.4 ulp
+#: of exp(r) at 20001 points of the interval, where the Taylor series needs degree 13 (a 256 × 64
+#: kernel of exp(A + b) 9 % faster; 1 ulp at most against NumPy either way)
+_EXP_P = (
+    1.0, 1.0, 0.5000000000000019, 0.1666666666666668, 0.04166666666648738, 0.008333333333319546,
+    0.0013888888952505406, 0.00019841269890193705, 2.4801485278370062e-05, 2.7557240761739257e-06,
+    2.7632715071632255e-07, 2.5110095611886237e-08,
+)
+
+
 def _exp_helper() -> list[str]:
-    exp_taylor = [1.0 / math.factorial(k) for k in range(14)]
     return [
         "def _exp(x):",
         "    k = np.floor(x * 1.4426950408889634 + 0.5)",
         "    k = k if k < 1100.0 else 1100.0",
         "    k = k if k > -1100.0 else -1100.0",
         f"    r = (x - k * {_LN2_HI!r}) - k * {_LN2_LO!r}",
-        f"    p = {_horner('r', exp_taylor)}",
+        f"    p = {_horner('r', list(_EXP_P))}",
         "    ki = np.int64(k)",
         "    h = ki >> 1",
         "    y = p * np.int64((h + 1023) << 52).view(np.float64) * np.int64((ki - h + 1023) << 52).view(np.float64)",
@@ -926,25 +936,34 @@ def _logaddexp_helper() -> list[str]:
     ]
 
 
+#: q(r) = (expm1(r) − r)/r² on |r| ≤ 1.0005·ln2/2 as a polynomial of degree 9, constant first:
+#: Chebyshev interpolation at 10 nodes in 50-digit arithmetic (mpmath), rounded to doubles.  With
+#: it, r + r²·q(r) is within 1.42 ulp of expm1(r) at 20001 points of the interval; the Taylor
+#: series needs degree 12 for the same (three more multiply-adds per element)
+_EXPM1_Q = (
+    0.5000000000000001, 0.16666666666666669, 0.04166666666662399, 0.008333333333330051,
+    0.0013888888917281794, 0.00019841269863105968, 2.480152119021773e-05, 2.7557268378684192e-06,
+    2.7620138719733994e-07, 2.5100424157005067e-08,
+)
+
+
 def _tanh_helper() -> list[str]:
     # tanh |x| = e / (e + 2), e = expm1(2|x|) = 2^k (expm1(r) + 1) − 1 with 2|x| = k ln2 + r and
-    # expm1(r) = r + r²·q(r), q the Taylor series of degree 12 (exact at k = 0: no cancellation
-    # for small x); ±1 from |x| = 20 on (tanh rounds to 1 from 19.06).  Measured: 3 ulp at most
-    # against NumPy, 1.8× the speed of the former series-or-exp form (one polynomial, not two).
-    q_taylor = [1.0 / math.factorial(j) for j in range(2, 15)]
+    # expm1(r) = r + r²·q(r) (exact at k = 0: no cancellation for small x); ±1 from |x| = 20 on
+    # (tanh rounds to 1 from 19.06); the sign, that of -0.0 included, copied from x.  Measured: 3 ulp
+    # at most against NumPy; a 256 × 64 kernel of tanh(A + b) 21 % faster than with the Taylor
+    # polynomial of degree 12 and two selects for the sign.
     return [
         "def _tanh(x):",
         "    a = abs(x)",
         "    y = 2.0 * (a if a < 20.0 else 20.0)",
         "    k = np.floor(y * 1.4426950408889634 + 0.5)",
         f"    r = (y - k * {_LN2_HI!r}) - k * {_LN2_LO!r}",
-        f"    p = r + r * r * ({_horner('r', q_taylor)})",
+        f"    p = r + r * r * ({_horner('r', list(_EXPM1_Q))})",
         "    scale = np.int64((np.int64(k) + 1023) << 52).view(np.float64)",
         "    e = scale * p + (scale - 1.0)",
         "    t = e / (e + 2.0)",
-        "    t = 1.0 if a >= 20.0 else t",
-        "    t = -t if x < 0.0 else t",
-        "    t = x if x == 0.0 else t",
+        "    t = np.copysign(1.0 if a >= 20.0 else t, x)",
         "    return t if x == x else x",
     ]
 
