@@ -19,7 +19,7 @@ from jacacc.tensor.expr import (
     contraction_path,
 )
 
-__all__ = ["SHORT_AXIS", "Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error",
+__all__ = ["REORDERED_MIN_SIZE", "SHORT_AXIS", "Contraction", "Diagonals", "array_module", "operand", "scatter", "scatter_add", "shape_error",
            "without_unit_ones"]
 
 #: a broadcast product whose last output axis is shorter than this (and that has an axis at least
@@ -174,9 +174,11 @@ class Contraction:
                 a, b = taken
                 a = a if pa is None else a.transpose(pa)
                 b = b if pb is None else b.transpose(pb)
-                # in C order: NumPy's default (the operands' layout) can put a short axis innermost
-                product = xp.multiply(a.reshape(sa), b.reshape(sb), order="C") if xp is np else a.reshape(sa) * b.reshape(sb)
-                stack.append(product if final is None else product.transpose(final))
+                if final is None:
+                    stack.append(a.reshape(sa) * b.reshape(sb))
+                else:  # in its memory order, in C order (NumPy's default follows the operands' layout)
+                    product = xp.multiply(a.reshape(sa), b.reshape(sb), order="C") if xp is np else a.reshape(sa) * b.reshape(sb)
+                    stack.append(product.transpose(final))
             elif kind == "matmul":
                 pa, sa, pb, sb, shape, final, swap = how
                 a, b = taken[::-1] if swap else taken
