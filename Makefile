@@ -59,6 +59,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/graph_scale.py
 	$(PY) experiments/tensor_hessians.py
 	$(PY) experiments/tensor_breadth.py
+	$(PY) experiments/first_call.py
 	$(PY) experiments/fusion_threshold.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py

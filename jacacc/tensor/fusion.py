@@ -112,8 +112,10 @@ fused[i0] = sum(s0, 0, 2, (x0[s0, i0] + -1 * x1[i0])**2)
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -926,9 +928,7 @@ class FusedKernel:
                     self.kernel(out, *arrays)
                 return
             except Exception as exc:
-                from numba.core.errors import NumbaError
-
-                if not isinstance(exc, NumbaError):
+                if not _numba_failure(exc):
                     raise
                 self._failed = True
                 warnings.warn(f"jacacc.tensor could not compile the fused kernel {self.definition.source} "
@@ -995,12 +995,22 @@ def _interchange(root: Tensor) -> bool:
 
 
 def numba_available() -> bool:
-    """Whether Numba imports (fusion is off without it)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether Numba is installed (fusion is off without it): found, not imported, so that a
+    program with no region to compile does not pay Numba's import (about 0.11 s of a fresh
+    process's first call, ``experiments/first_call.py``).  An installation that cannot be imported
+    fails the first kernel, which then runs node by node (:meth:`FusedKernel.run`)."""
+    if "numba" in sys.modules:
+        return sys.modules["numba"] is not None
+    return importlib.util.find_spec("numba") is not None
+
+
+def _numba_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says Numba could not compile a kernel, or could not be imported at all."""
+    if isinstance(exc, ImportError):
+        return True
+    from numba.core.errors import NumbaError
+
+    return isinstance(exc, NumbaError)
 
 
 #: a scalar factor moves out of a contraction (:func:`scales_into_regions`) onto an array of at
