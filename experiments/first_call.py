@@ -107,12 +107,16 @@ DESCRIPTIONS = {
 }
 
 # The child program: argv[1] is a JSON spec (library, variant, objective, n, seed, quantities,
-# experiments directory, JAX cache directory).  It imports nothing before its clock starts but
-# json, sys and time (which the interpreter has loaded anyway), and prints one JSON line last.
+# experiments directory, JAX cache directory, core).  It imports nothing before its clock starts but
+# json, os, sys and time (which the interpreter has loaded anyway), pins itself to the core before
+# any thread exists (every thread it starts inherits the mask; pinned from the parent instead, by a
+# preexec_fn, the parent forks where JAX's threads run), and prints one JSON line last.
 CHILD_CODE = r'''
-import json, sys, time
+import json, os, sys, time
 clock = time.perf_counter
 spec = json.loads(sys.argv[1])
+if spec["core"] is not None:
+    os.sched_setaffinity(0, {spec["core"]})
 library, variant = spec["library"], spec["variant"]
 phases, info = {}, {}
 
@@ -231,17 +235,12 @@ def pinned_core(core: int | None) -> int | None:
     return max(os.sched_getaffinity(0)) if core is None else core
 
 
-def run_child(spec: dict[str, Any], env: dict[str, str], core: int | None) -> dict[str, Any]:
+def run_child(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     """One fresh child process: its phases and info, its wall time seen from here, or its error."""
-
-    def pin() -> None:  # in the child before it executes Python: every thread it starts inherits it
-        if core is not None:
-            os.sched_setaffinity(0, {core})
-
     start = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-c", CHILD_CODE, json.dumps(spec)], env=env, capture_output=True,
-                              text=True, timeout=CHILD_TIMEOUT_S, preexec_fn=pin)
+                              text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {CHILD_TIMEOUT_S:.0f} s"}
     wall = time.perf_counter() - start
@@ -254,9 +253,10 @@ def run_child(spec: dict[str, Any], env: dict[str, str], core: int | None) -> di
 
 
 def child_spec(library: str, variant: str, objective: Any, n: int, seed: list[int], quantities: tuple[str, ...],
-               cache_dir: str) -> dict[str, Any]:
+               cache_dir: str, core: int | None) -> dict[str, Any]:
     return {"library": library, "variant": variant, "objective": objective.name, "n": n, "seed": seed,
-            "quantities": list(quantities), "experiments": HERE, "jax_cache_dir": os.path.join(cache_dir, "xla")}
+            "quantities": list(quantities), "experiments": HERE, "jax_cache_dir": os.path.join(cache_dir, "xla"),
+            "core": core}
 
 
 # =========================================================================== rows
@@ -293,7 +293,7 @@ def warm_up(objective: Any, n: int, seed: list[int], quantity: str, libraries: l
     the failures."""
     failures = []
     for library in libraries:
-        outcome = run_child(child_spec(library, "cold", objective, n, seed, (quantity,), cache_dir), env, core)
+        outcome = run_child(child_spec(library, "cold", objective, n, seed, (quantity,), cache_dir, core), env)
         if "error" in outcome:
             failures.append({"objective": objective.name, "quantity": quantity, "library": library,
                              "error": outcome["error"]})
@@ -316,8 +316,8 @@ def measure(objectives: list[Any], sizes: dict[str, int], seeds: dict[str, list[
                 outcomes: dict[tuple[str, str], list[dict[str, Any]]] = {case: [] for case in cases}
                 for _ in range(repeats):
                     for library, variant in cases:
-                        spec = child_spec(library, variant, objective, n, seed, (quantity,), cache_dir)
-                        outcomes[library, variant].append(run_child(spec, env, core))
+                        spec = child_spec(library, variant, objective, n, seed, (quantity,), cache_dir, core)
+                        outcomes[library, variant].append(run_child(spec, env))
                 rows += [make_row(objective, n, quantity, library, variant, outcomes[library, variant])
                          for library, variant in cases]
                 bar.update()
