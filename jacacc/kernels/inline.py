@@ -9,7 +9,7 @@ deep-copies it and runs the untyped passes over the copy.  :func:`inline_helpers
 substitution in the source text, once, so Numba types and lowers plain statements: BlackScholes'
 kernel compiled in 3.2 s instead of 4.6 s, and ran as fast (8.7 against 10.4 ms for 2·10⁵ points).
 
-A call is replaced where its argument is evaluated exactly once before the statement runs: in
+A call is replaced where its arguments are evaluated exactly once before the statement runs: in
 an assignment, an augmented assignment, an expression statement, a ``return`` or the test of an
 ``if``.  Calls under a conditional expression, ``and``/``or``, a chained comparison, a
 comprehension or a lambda, and in the test of a ``while`` or the iterable of a ``for``, stay
