@@ -79,9 +79,10 @@ def _as_array(a: Any, position: int, differentiated: bool) -> Any:
 
 
 _FLOAT64 = np.dtype(np.float64)
+_FLOAT64_STR = _FLOAT64.str  # ``dtype.str`` builds a new string at every access
 
 
-def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[list[Any], np.dtype, tuple]:
+def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[Sequence[Any], np.dtype, tuple]:
     """The arguments as arrays of one float dtype, that dtype, and the plan's cache key."""
     # the common case, float64 NumPy arrays, checked in a plain loop: it runs at every call, where
     # ``all`` over a generator cost 0.8 µs more
@@ -91,7 +92,7 @@ def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[list[Any], np.dty
             break
         shapes.append(a.shape)
     else:
-        return list(args), _FLOAT64, (tuple(shapes), _FLOAT64.str, "numpy")
+        return args, _FLOAT64, (tuple(shapes), _FLOAT64_STR, "numpy")
     arrays = [_as_array(a, k, k in wrt) for k, a in enumerate(args)]
     floats = [a.dtype for a in arrays if a.dtype.kind == "f"]
     dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
@@ -212,13 +213,13 @@ class _Cache:
         self.captured: Captured | None = None
         self._snapshot = Captured()
 
-    def trace(self, arrays: list[Any]) -> TracedFunction:
+    def trace(self, arrays: Sequence[Any]) -> TracedFunction:
         """``f`` traced at ``arrays``; refused if it draws random numbers or changes
         what it reads meanwhile (a cached plan could not repeat either)."""
         with refuse_impure_trace(self._snapshot, getattr(self.f, "__name__", "f"), self.name):
             return trace(self.f, arrays)
 
-    def get(self, arrays: list[Any], dtype: np.dtype, key: tuple, *extra: Any) -> Any:
+    def get(self, arrays: Sequence[Any], dtype: np.dtype, key: tuple, *extra: Any) -> Any:
         if self.captured is not None and self.captured.changed() is not None:
             # every plan read the old values
             self.plans.clear()
@@ -242,7 +243,7 @@ def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: 
         raise TypeError(f"{name} needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
 
-    def build(arrays: list[Any], dtype: np.dtype) -> Any:
+    def build(arrays: Sequence[Any], dtype: np.dtype) -> Any:
         traced = cache.trace(arrays)
         y = traced.outputs[0]
         if scalar and y.shape != ():
@@ -309,7 +310,7 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
     several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
     argnums = _argnum_sequence(argnum) if several else (argnum,)
 
-    def build(arrays: list[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Program:
+    def build(arrays: Sequence[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Program:
         traced = cache.trace(arrays)
         y = traced.outputs[0]
         if y.shape != ():
