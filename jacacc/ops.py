@@ -315,6 +315,10 @@ class Operation:
         only by the scalar schedules' kernels, one large program whose compile
         time it shares, not by the many small loop kernels of elementwise
         functions and fused regions.
+    identity : bool
+        Its value is its argument's (``+x``; ``stop_gradient``, whose derivative is not): an
+        evaluator that no longer needs the derivative reads the argument instead
+        (:func:`jacacc.tensor.evaluate.without_identities`), where NumPy would copy it.
     slow_in_kernels : bool
         NumPy computes it faster than a loop kernel (SIMD implementations of
         the function where a kernel calls libm once per element, which also
@@ -340,6 +344,7 @@ class Operation:
     piecewise_constant: bool = False
     costly: bool = False
     vector_math: str = ""
+    identity: bool = False
     slow_in_kernels: bool = False
 
     @property
@@ -649,7 +654,7 @@ declare("pow", 2, "np.power", lambda f, x, y, out: [y * x ** (y - 1.0), f.log(x)
 _unary("neg", "np.negative", lambda f, x, out: -1.0, "-1", aliases=("negative",), infix="-", cuda="-",
        jax=("neg",), torch="torch.neg")
 _unary("pos", "np.positive", lambda f, x, out: 1.0, "1", aliases=("positive",), cuda="jc_positive",
-       torch="torch.positive")
+       torch="torch.positive", identity=True)
 _unary("square", "np.square", lambda f, x, out: 2.0 * x, "2*x", cuda="jc_square", jax=("square",),
        torch="torch.square")
 _unary("reciprocal", "np.reciprocal", lambda f, x, out: -(out**2), "-out**2", cuda="jc_reciprocal",
@@ -790,7 +795,7 @@ declare("where", 3, "jacacc.ops.where", lambda f, c, a, b, out: [ZERO, f.ne(c, 0
         cuda="jc_where", numba="({1} if {0} != 0.0 else {2})", jnp="jnp.where", jax=("select_n",), torch="torch.where",
         domain="the branch not taken has derivative 0", derivative_text="0, [c != 0], [c == 0]")
 _unary("stop_gradient", "np.positive", lambda f, x, out: ZERO, "0 (the value passes, the derivative does not)",
-       cuda="jc_positive", jnp="jax.lax.stop_gradient", jax=("stop_gradient",))
+       cuda="jc_positive", jnp="jax.lax.stop_gradient", jax=("stop_gradient",), identity=True)
 # A custom JVP rule is run on the primal stop_gradient(x) and the tangent tangent_seed(x), so
 # its partials are the rule's; x − stop_gradient(x) would have the derivative but be NaN at ±inf.
 _unary("tangent_seed", "jacacc.ops.zero_value", lambda f, x, out: 1.0, "1 (the value is 0, the derivative passes)",
@@ -863,7 +868,7 @@ _ERFCX_3_6 = (
 _LN2_HI, _LN2_LO = 0.6931471803691238, 1.9082149292705877e-10
 
 
-def _horner(var: str, coefficients: list[float]) -> str:
+def _horner(var: str, coefficients: Sequence[float]) -> str:
     """Horner's form of the polynomial with ``coefficients`` (constant first) in ``var``, as source."""
     text = repr(coefficients[-1])
     for c in reversed(coefficients[:-1]):
@@ -889,7 +894,7 @@ def _exp_helper() -> list[str]:
         "    k = k if k < 1100.0 else 1100.0",
         "    k = k if k > -1100.0 else -1100.0",
         f"    r = (x - k * {_LN2_HI!r}) - k * {_LN2_LO!r}",
-        f"    p = {_horner('r', list(_EXP_P))}",
+        f"    p = {_horner('r', _EXP_P)}",
         "    ki = np.int64(k)",
         "    h = ki >> 1",
         "    y = p * np.int64((h + 1023) << 52).view(np.float64) * np.int64((ki - h + 1023) << 52).view(np.float64)",
@@ -959,7 +964,7 @@ def _tanh_helper() -> list[str]:
         "    y = 2.0 * (a if a < 20.0 else 20.0)",
         "    k = np.floor(y * 1.4426950408889634 + 0.5)",
         f"    r = (y - k * {_LN2_HI!r}) - k * {_LN2_LO!r}",
-        f"    p = r + r * r * ({_horner('r', list(_EXPM1_Q))})",
+        f"    p = r + r * r * ({_horner('r', _EXPM1_Q)})",
         "    scale = np.int64((np.int64(k) + 1023) << 52).view(np.float64)",
         "    e = scale * p + (scale - 1.0)",
         "    t = e / (e + 2.0)",

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from jacacc import ops
 from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor import fusion
 from jacacc.tensor.allocator import keep_freed_memory
@@ -40,7 +41,7 @@ from jacacc.tensor.expr import (
     fuse_einsums,
     node_flops,
     nodes_of,
-    with_args,
+    rebuild,
 )
 from jacacc.tensor.steps import (
     Contraction,
@@ -163,16 +164,13 @@ def fold_constants(outputs: Sequence[Tensor], dtype: Any = np.float64,
     if not targets:
         return tuple(outputs)
     values = Program(targets, [], dtype, fuse=False, fuse_kernels=False, fold=False)()
-    rebuilt: dict[int, Tensor] = {id(t): const(v) for t, v in zip(targets, values, strict=True)}
-    for n in order:
-        if id(n) not in rebuilt:
-            rebuilt[id(n)] = with_args(n, tuple(rebuilt[id(a)] for a in n.args))
-    return tuple(rebuilt[id(y)] for y in outputs)
+    folded: dict[int, Tensor] = {id(t): const(v) for t, v in zip(targets, values, strict=True)}
+    return tuple(rebuild(outputs, lambda old, new: folded.get(id(old), new)))
 
 
-#: elementwise functions whose value is their argument's (``stop_gradient`` matters to the
-#: derivative, which is built by then; ``+x``)
-IDENTITIES = frozenset({"stop_gradient", "pos"})
+#: elementwise functions whose value is their argument's (the table's :attr:`~jacacc.ops.Operation.identity`:
+#: ``stop_gradient`` matters to the derivative, which is built by then; ``+x``)
+IDENTITIES = frozenset(op.name for op in ops.iterate() if op.identity)
 
 
 def without_identities(outputs: Sequence[Tensor]) -> tuple[Tensor, ...]:
@@ -187,12 +185,12 @@ def without_identities(outputs: Sequence[Tensor]) -> tuple[Tensor, ...]:
     ['unary', 'var']
     """
     output_ids = {id(y) for y in outputs}
-    rebuilt: dict[int, Tensor] = {}
-    for n in nodes_of(outputs):
-        args = tuple(rebuilt[id(a)] for a in n.args)
-        identity = n.kind == "unary" and n.param[0] in IDENTITIES and id(n) not in output_ids
-        rebuilt[id(n)] = args[0] if identity else with_args(n, args)
-    return tuple(rebuilt[id(y)] for y in outputs)
+
+    def read_through(old: Tensor, new: Tensor) -> Tensor:
+        identity = new.kind == "unary" and new.param[0] in IDENTITIES and id(old) not in output_ids
+        return new.args[0] if identity else new
+
+    return tuple(rebuild(outputs, read_through))
 
 
 def _foldable(node: Tensor) -> bool:

@@ -41,7 +41,7 @@ import functools
 import itertools
 import math
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "sums_a_letter", "ones", "scale",
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "sums_a_letter", "ones", "rebuild", "scale",
            "symbol", "unary", "var", "with_args", "zeros"]
 
 Shape = tuple[int, ...]
@@ -604,6 +604,22 @@ def with_args(node: Tensor, args: tuple[Tensor, ...]) -> Tensor:
     if all(x is y for x, y in zip(args, node.args, strict=True)):
         return node
     return _intern(node.kind, node.shape, args, node.param, node._value)
+
+
+def rebuild(roots: Sequence[Tensor], rewrite: Callable[[Tensor, Tensor], Tensor]) -> list[Tensor]:
+    """``roots`` rewritten bottom-up: each node, operands first, is rebuilt on its operands'
+    rewrites (:func:`with_args`) and replaced by ``rewrite(original, rebuilt)``.
+
+    >>> a, b = var("a", (2,)), var("b", (2,))
+    >>> y = einsum("i,i->", unary("exp", a), b)
+    >>> (z,) = rebuild([y], lambda old, new: b if old is a else new)
+    >>> z is einsum("i,i->", unary("exp", b), b)
+    True
+    """
+    new: dict[int, Tensor] = {}
+    for node in nodes_of(roots):
+        new[id(node)] = rewrite(node, with_args(node, tuple(new[id(a)] for a in node.args)))
+    return [new[id(r)] for r in roots]
 
 
 def flops_of(roots: Iterable[Tensor], exclude: Iterable[Tensor] = ()) -> int:

@@ -153,6 +153,7 @@ from jacacc.tensor.expr import (
     einsum,
     node_flops,
     nodes_of,
+    rebuild,
     sums_a_letter,
     with_args,
 )
@@ -1146,11 +1147,7 @@ def inline_operands_in_loop_order(outputs: Sequence[Tensor]) -> list[Tensor]:
     >>> y.param, [a.param for a in y.args]
     ('ik,kj->ij', ['X', 'jk->kj'])
     """
-    new: dict[int, Tensor] = {}
-    for node in nodes_of(outputs):
-        rebuilt = with_args(node, tuple(new[id(a)] for a in node.args))
-        new[id(node)] = _last_letter_last(rebuilt) if _inline_sum(rebuilt) else rebuilt
-    return [new[id(y)] for y in outputs]
+    return rebuild(outputs, lambda _, node: _last_letter_last(node) if _inline_sum(node) else node)
 
 
 def _last_letter_last(node: Tensor) -> Tensor:

@@ -297,6 +297,12 @@ def test_cost_flags_of_the_table():
         "exp": "small", "log": "small", "logaddexp": "small", "tanh": "small", "erf": "large"}
     assert kernels.VECTOR_MATH == {"exp", "log", "logaddexp", "tanh", "erf"}
     assert kernels.SMALL_VECTOR_MATH == {"exp", "log", "logaddexp", "tanh"}
+    # read as their argument by the tensor evaluator: the value passes unchanged
+    assert {op.name for op in ops.iterate() if op.identity} == {"pos", "stop_gradient"}
+    x = np.array([-1.5, 0.0, 2.0])
+    for op in ops.iterate():
+        if op.identity:
+            np.testing.assert_array_equal(op.function(x), x)
     # measured by experiments/fusion_threshold.py: left out of fused regions
     assert fusion.SLOW_IN_KERNELS == kernels.slow_in_kernels() == {
         "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "cosh", "erf", "erfc", "exp2",
