@@ -132,7 +132,7 @@ class Contraction:
             # an operand as large as the product (a scaling, a row scaled): NumPy runs it in that
             # operand's layout, and what reads the product next expects it in C order
             return out
-        ends = {t[-1] for t in terms if t}
+        ends = {t[-1] for t in terms}  # neither is empty: the other alone would be the product's letters
         longest = max(out, key=lambda c: (extent[c], c in ends))
         if extent[longest] < 4 * extent[out[-1]]:
             return out
@@ -172,13 +172,14 @@ class Contraction:
             if kind == "multiply":
                 (pa, sa), (pb, sb), final = how
                 a, b = taken
-                a = a if pa is None else a.transpose(pa)
-                b = b if pb is None else b.transpose(pb)
+                a = (a if pa is None else a.transpose(pa)).reshape(sa)
+                b = (b if pb is None else b.transpose(pb)).reshape(sb)
                 if final is None:
-                    stack.append(a.reshape(sa) * b.reshape(sb))
-                else:  # in its memory order, in C order (NumPy's default follows the operands' layout)
-                    product = xp.multiply(a.reshape(sa), b.reshape(sb), order="C") if xp is np else a.reshape(sa) * b.reshape(sb)
-                    stack.append(product.transpose(final))
+                    stack.append(a * b)
+                elif xp is np:  # in its memory order, in C order (NumPy's default follows the operands' layout)
+                    stack.append(np.multiply(a, b, order="C").transpose(final))
+                else:
+                    stack.append((a * b).transpose(final))
             elif kind == "matmul":
                 pa, sa, pb, sb, shape, final, swap = how
                 a, b = taken[::-1] if swap else taken
