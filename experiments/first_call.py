@@ -227,14 +227,6 @@ def child_environment(cache_dir: str) -> dict[str, str]:
     return env
 
 
-def pinned_core(core: int | None) -> int | None:
-    """The CPU the children run on: ``core``, else the last one allowed (None where the platform
-    cannot pin a process)."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    return max(os.sched_getaffinity(0)) if core is None else core
-
-
 def run_child(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     """One fresh child process: its phases and info, its wall time seen from here, or its error."""
     start = time.perf_counter()
@@ -471,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = {o.name: [args.seed, index[o.name], sizes[o.name]] for o in objectives}  # tensor_breadth.py's data
     jax_available = importlib.util.find_spec("jax") is not None
     libraries = [library for library in LIBRARIES if library != "jax" or jax_available]
-    core = pinned_core(args.core)
+    core = tb.core_to_pin(args.core)
     record_path = os.path.join(args.out, f"{EXPERIMENT}.json")
     params: dict[str, Any] = {
         "objectives": args.objectives, "n": sizes, "repeats": args.repeats, "quantities": list(QUANTITIES),

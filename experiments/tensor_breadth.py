@@ -827,16 +827,24 @@ def _thread_ids() -> list[int]:
         return [0]
 
 
+def core_to_pin(core: int | None) -> int | None:
+    """The CPU a benchmark runs on: ``core``, else the last one the process may use (None where the
+    platform cannot pin a process)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    return max(os.sched_getaffinity(0)) if core is None else core
+
+
 @contextlib.contextmanager
 def pinned_to_one_core(core: int | None) -> Iterator[int | None]:
-    """Every thread of the process on one CPU (``core``, default the last one allowed) while the
-    block runs, the previous masks restored afterwards; yields the core (None where the platform
-    has no ``sched_setaffinity``)."""
-    if not hasattr(os, "sched_setaffinity"):
+    """Every thread of the process on one CPU (:func:`core_to_pin` of ``core``) while the block
+    runs, the previous masks restored afterwards; yields the core (None where the platform has no
+    ``sched_setaffinity``)."""
+    core = core_to_pin(core)
+    if core is None:
         yield None
         return
     allowed = sorted(os.sched_getaffinity(0))
-    core = allowed[-1] if core is None else core
     previous = {}
     for tid in _thread_ids():
         with contextlib.suppress(OSError):
