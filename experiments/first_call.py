@@ -88,7 +88,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jacacc.bench import sibling_script, write_record
+from jacacc.bench import load_average, sibling_script, write_record
 from jacacc.progress import progress_bar
 
 EXPERIMENT = "first_call"
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                      "cold": "the first call of a fresh process, start-up included"},
         "calls": DESCRIPTIONS, "target_s": TARGET_S, "pinned_core": core, "python": sys.executable,
         "cache_dir": args.cache_dir or "temporary", "xla_flags": None, "jax_available": jax_available,
-        "dtype": "float64", "load_average_before": _load_average(), "source": tb.source_state(),
+        "dtype": "float64", "load_average_before": load_average(), "source": tb.source_state(),
     }
     start = time.perf_counter()
     with cache_directory(args.cache_dir) as cache_dir:
@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += [skipped_row(o, sizes[o.name], q, "jax", v, "jax is not installed")
                  for o in objectives for q in QUANTITIES for v in VARIANTS]
     params["wall_s"] = time.perf_counter() - start
-    params["load_average_after"] = _load_average()
+    params["load_average_after"] = load_average()
     record = write_record(record_path, EXPERIMENT, {"rows": rows, "summary": summarize(rows, libraries)},
                           parameters=params, seed=args.seed)
     print()
@@ -491,13 +491,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} rows in {params['wall_s']:.0f} s -> {record_path}")
     return 0
 
-
-def _load_average() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.bench import blas_threads, sibling_script, time_call, write_record
+from jacacc.bench import blas_threads, load_average, sibling_script, time_call, write_record
 from jacacc.progress import note, progress_bar
 
 EXPERIMENT = "tensor_breadth"
@@ -938,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": "first call alone; one warm-up call; then `repeats` samples, each a call looped for at least "
                   "`min_sample_s` and averaged; best and median sample",
         "ratio": "jacacc best time / best peer's best time (< 1: jacacc faster)",
-        "methods": DESCRIPTIONS, "threads": 1, "load_average_before": _load_average(), "source": source_state(),
+        "methods": DESCRIPTIONS, "threads": 1, "load_average_before": load_average(), "source": source_state(),
     }
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -953,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.enter_context(jax.enable_x64(True))
         rows = run(objectives, args.quick, args.sizes, args.seed, repeats, min_time, record_path, params)
     params["wall_s"] = time.perf_counter() - start
-    params["load_average_after"] = _load_average()
+    params["load_average_after"] = load_average()
     ratios = ratio_rows(rows)
     record = write_record(record_path, EXPERIMENT, {"rows": rows, "ratios": ratios, "summary": summarize(ratios)},
                           parameters=params, seed=args.seed)
@@ -987,13 +987,6 @@ def source_state() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": None}
 
-
-def _load_average() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
 
 
 if __name__ == "__main__":

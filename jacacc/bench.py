@@ -235,6 +235,15 @@ def sibling_script(directory: str | os.PathLike, name: str, prefix: str) -> Any:
     return module
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the platform has none): what a record
+    notes of the machine's other work before and after its measurements."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def time_call(fn: Callable[[], Any], *, repeat: int = 3, min_time: float = 0.0) -> float:
     """Best wall-clock seconds of ``repeat`` calls of ``fn()`` (each call repeated
     until it has run ``min_time`` seconds, then averaged)."""

@@ -81,7 +81,7 @@ import networkx as nx
 import numpy as np
 
 from jacacc.errors import GraphError
-from jacacc.partials import Const, Expr
+from jacacc.partials import FUNCTIONS, Const, Expr, parse_expr
 
 __all__ = [
     "CompGraph",
@@ -647,7 +647,16 @@ class CompGraph:
 
         The format is ``{"inputs": [...], "outputs": [...], "edges": [[src, dst,
         partial], ...]}`` with an optional ``"nodes"`` list for vertices in no
-        edge; ``partial`` is a number, an expression string, or omitted.
+        edge; ``partial`` is a number, an expression string, or omitted.  An
+        expression may name only vertices of the graph (and operations of
+        :data:`jacacc.partials.FUNCTIONS`); another name is refused here, where
+        the graph is loaded.  An optional ``"program"`` gives the primal program
+        that such expressions need to be evaluated (and the graph compiled,
+        :func:`jacacc.compile`): ``[[node, op, [arg, ...]], ...]``, one entry per
+        vertex but the inputs, ``op`` an operation of the table, ``"const"`` (one
+        number argument) or ``"copy"``, each ``arg`` a vertex id or a number
+        (a JSON float; an integer is a vertex id).  :meth:`to_json` writes it for
+        a traced graph.
 
         Examples
         --------
@@ -667,24 +676,87 @@ class CompGraph:
         missing = [k for k in ("inputs", "outputs", "edges") if k not in data]
         if missing:
             raise GraphError(f"graph JSON is missing key(s): {', '.join(missing)}")
-        unknown = sorted(set(data) - {"inputs", "outputs", "edges", "nodes", "name", "meta"})
+        unknown = sorted(set(data) - {"inputs", "outputs", "edges", "nodes", "name", "meta", "program"})
         if unknown:
             raise GraphError(f"graph JSON has unknown key(s): {', '.join(unknown)}")
-        for key in ("inputs", "outputs", "edges", "nodes"):
+        for key in ("inputs", "outputs", "edges", "nodes", "program"):
             if key in data and not isinstance(data[key], list):
                 raise GraphError(f"graph JSON key {key!r} must be a list, got {type(data[key]).__name__}")
         if data.get("name") is not None and not isinstance(data["name"], str):
             raise GraphError(f"graph JSON key 'name' must be a string, got {type(data['name']).__name__}")
         g = cls.from_edges(data["inputs"], data["outputs"], data["edges"], nodes=data.get("nodes", ()), prune=prune)
+        g._check_expression_names()
+        if "program" in data:
+            g._set_program(data["program"])
         if data.get("name") is not None:
             g._set_graph_attribute("name", data["name"])
         return g
+
+    def _check_expression_names(self) -> None:
+        """Refuse an expression partial that does not parse, or that names a vertex the graph lacks."""
+        nodes = None
+        for (u, v), p in zip(self._edges, self._partials_in_order(), strict=True):
+            if not isinstance(p, str):
+                continue
+            try:
+                expr = parse_expr(p)
+            except ValueError as err:
+                raise GraphError(f"edge {_show_one((u, v))}: its partial {_clip(p)} cannot be read: {err}") from None
+            if nodes is None:
+                nodes = set(self._networkx) if self._networkx is not None else set(self._nodes)
+            unknown = sorted(str(name) for name in expr.variables if name not in nodes)
+            if unknown:
+                raise GraphError(f"edge {_show_one((u, v))}: its partial {_clip(p)} names {', '.join(map(repr, unknown))}, "
+                                 "which is not a vertex of the graph")
+
+    def _set_program(self, program: list[Any]) -> None:
+        """Give the vertices the operations of a JSON ``program`` (see :meth:`from_json`)."""
+        g = self._g
+        given: dict[Node, tuple[str, tuple[Any, ...]]] = {}
+        for k, entry in enumerate(program):
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], str)
+                    and isinstance(entry[2], list)):
+                raise GraphError(f"graph JSON program entry {k} must be [node, op, [args]], got {_clip(entry)}")
+            node, op, args = entry
+            if node not in g or node in self._inputs:
+                what = "an input" if node in self._inputs else "not a vertex of the graph"
+                raise GraphError(f"graph JSON program entry {k}: node {node!r} is {what}")
+            if node in given:
+                raise GraphError(f"graph JSON program gives node {node!r} twice")
+            arity = 1 if op in ("const", "copy") else FUNCTIONS[op].arity if op in FUNCTIONS else None
+            if arity is None:
+                raise GraphError(f"graph JSON program entry {k}: unknown operation {op!r}")
+            if len(args) != arity:
+                raise GraphError(f"graph JSON program entry {k}: {op} takes {arity} argument(s), got {len(args)}")
+            for a in args:
+                number = isinstance(a, float)
+                if not number and a not in g:
+                    raise GraphError(f"graph JSON program entry {k}: argument {a!r} is not a vertex of the graph")
+                if op == "const" and not number:
+                    raise GraphError(f"graph JSON program entry {k}: const takes a number, got {a!r}")
+            given[node] = (op, tuple(args))
+        missing = [n for n in self.topological_order if n not in given and n not in self._inputs]
+        if missing:
+            raise GraphError(f"graph JSON program gives no operation for {_show(missing)}")
+        for node in self._inputs:
+            g.nodes[node].update(op="input", args=())
+        for node, (op, args) in given.items():
+            g.nodes[node].update(op=op, args=args)
+
+    def _program(self) -> list[list[Any]] | None:
+        """The JSON ``program`` of a graph whose every vertex carries ``op``/``args`` (a traced one)."""
+        nodes = self._g.nodes
+        if not self._g or any("op" not in nodes[n] for n in self.topological_order):
+            return None
+        return [[_plain(n), nodes[n]["op"], [_plain(a) if not isinstance(a, float) else a for a in nodes[n]["args"]]]
+                for n in self.topological_order if n not in self._inputs]
 
     # ------------------------------------------------------------------ export
     def to_json(self, path: str | os.PathLike | None = None) -> dict[str, Any]:
         """Return the JSON exchange form (and write it to ``path`` if given).
 
-        Symbolic partials are written as their expression text.  A partial
+        Symbolic partials are written as their expression text, and a traced
+        graph's primal program as ``"program"`` (see :meth:`from_json`).  A partial
         that is a non-finite constant (a traced ``x / 0.0``) cannot be written:
         graph files hold finite numbers only (see the module docstring).
         """
@@ -693,6 +765,9 @@ class CompGraph:
         if isolated:
             data["nodes"] = [_plain(n) for n in isolated]
         data["edges"] = [self._json_edge(u, v) for u, v in self._edges]
+        program = self._program()
+        if program is not None:
+            data["program"] = program
         if self._g.graph.get("name") is not None:
             data["name"] = self._g.graph["name"]
         if path is not None:
@@ -1284,9 +1359,9 @@ def _format_json(data: dict[str, Any]) -> str:
     """JSON text with one key per line and one edge per line (diff- and grep-friendly)."""
     lines = []
     for key, value in data.items():
-        if key == "edges" and value:
-            body = ",\n  ".join(json.dumps(edge) for edge in value)
-            lines.append(f' "edges": [\n  {body}\n ]')
+        if key in ("edges", "program") and value:
+            body = ",\n  ".join(json.dumps(entry) for entry in value)
+            lines.append(f' "{key}": [\n  {body}\n ]')
         else:
             lines.append(f" {json.dumps(key)}: {json.dumps(value)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"

@@ -36,6 +36,7 @@ Examples
 
 from __future__ import annotations
 
+import ast
 import math
 import numbers
 from collections.abc import Callable, Hashable, Mapping
@@ -58,6 +59,7 @@ __all__ = [
     "Var",
     "apply",
     "as_expr",
+    "parse_expr",
 ]
 
 Node = Hashable
@@ -729,3 +731,84 @@ class NumpyPrinter(ExprPrinter):
     def print_iverson(self, expr: Apply) -> str:
         a, b = (self.parenthesize(x, PREC_ADD) for x in expr.args)
         return f"np.where({a} {FUNCTIONS[expr.fn].symbol} {b}, 1.0, 0.0)"
+
+
+# --------------------------------------------------------------------------- parsing
+_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+_COMPARE = {ast.Gt: "gt", ast.GtE: "ge", ast.Lt: "lt", ast.LtE: "le", ast.Eq: "eq", ast.NotEq: "ne"}
+_NON_FINITE = {"nan": math.nan, "inf": math.inf}
+
+
+def parse_expr(text: str) -> Expr:
+    """The expression ``text`` as :class:`ExprPrinter` prints it (and the JSON exchange format holds
+    partials): numbers, variable names, ``+ - * / **``, unary minus, one comparison (an Iverson
+    bracket, 1 or 0) and calls of the operations of :data:`FUNCTIONS` by name.  The tree is built
+    as written (no simplification), so printing it gives equivalent text.
+
+    Raises
+    ------
+    ValueError
+        Text that is not such an expression: the message names what is not allowed.
+
+    Examples
+    --------
+    >>> e = parse_expr("-v20/x0 + cos(x1)**2 * (a >= 0.5)")
+    >>> sorted(e.variables)
+    ['a', 'v20', 'x0', 'x1']
+    >>> float(e.evaluate({"v20": 1.0, "x0": 2.0, "x1": 0.0, "a": 1.0}))
+    0.5
+    >>> parse_expr("floor(x)")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'floor' is not an operation of jacacc.ops
+    """
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as err:
+        raise ValueError(f"not an expression: {text!r} ({err.msg})") from None
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    built: dict[int, Expr] = {}
+    while stack:  # iteratively: a long sum nests as deep as it has terms
+        node, expanded = stack.pop()
+        children = _children(node)
+        if children and not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children)
+            continue
+        built[id(node)] = _build(node, [built[id(c)] for c in children])
+    return built[id(tree)]
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Call):
+        return list(node.args)
+    return []
+
+
+def _build(node: ast.AST, args: list[Expr]) -> Expr:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return Const(float(node.value))
+    if isinstance(node, ast.Name):
+        return Const(_NON_FINITE[node.id]) if node.id in _NON_FINITE else Var(node.id)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return Apply(_BINARY[type(node.op)], tuple(args))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        if isinstance(node.op, ast.USub) and isinstance(args[0], Const):
+            return Const(-args[0].value)
+        return Apply("neg", tuple(args)) if isinstance(node.op, ast.USub) else args[0]
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+        return Apply(_COMPARE[type(node.ops[0])], tuple(args))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        spec = FUNCTIONS.get(node.func.id)
+        if spec is None:
+            raise ValueError(f"{node.func.id!r} is not an operation of jacacc.ops")
+        if spec.arity != len(args):
+            raise ValueError(f"{node.func.id} takes {spec.arity} argument(s), got {len(args)}")
+        return Apply(spec.name, tuple(args))
+    raise ValueError(f"{ast.unparse(node)!r} is not allowed in a partial expression")

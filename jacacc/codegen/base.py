@@ -61,12 +61,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from jacacc.errors import GraphError, UnsupportedOperationError
+from jacacc.errors import GraphError, RegistryError, UnsupportedOperationError
 from jacacc.graph import CompGraph, real_array
-from jacacc.partials import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var
+from jacacc.kernels.tables import InstructionTable, results_of
+from jacacc.partials import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var, parse_expr
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
 
-__all__ = ["Backend", "CodePrinter", "JacobianProgram", "Statement", "fingerprint", "lower", "register_source"]
+__all__ = ["TIERS", "Backend", "CodePrinter", "JacobianProgram", "Statement", "fingerprint", "lower", "register_source"]
 
 Node = Hashable
 
@@ -140,6 +141,7 @@ class JacobianProgram:
     emitted_adds: int = 0
     fingerprint: str = ""
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _table: Any = field(default=None, repr=False)
 
     @property
     def n_inputs(self) -> int:
@@ -172,6 +174,14 @@ class JacobianProgram:
                 "stores": self.n_outputs * (1 + self.n_inputs),
             }
         return dict(self._counts)
+
+    def table(self) -> InstructionTable:
+        """The program as an :class:`~jacacc.kernels.tables.InstructionTable` (built once): the
+        ``m`` values, then the ``m·n`` Jacobian entries row by row, as its results."""
+        if self._table is None:
+            results = results_of(self.values, self.jacobian, self.n_inputs)
+            self._table = InstructionTable.build(self.inputs, [(s.name, s.expr) for s in self.statements], results)
+        return self._table
 
     def listing(self) -> str:
         """The program as plain text (the printers' common ancestor)."""
@@ -280,6 +290,8 @@ class _Lowering:
     # ------------------------------------------------------------------ slots
     def edge_slot(self, u: Node, v: Node, have_primal: bool) -> _Slot:
         p = self.graph.partial(u, v)
+        if isinstance(p, str) and have_primal:  # an expression read from JSON, its names checked when loaded
+            p = parse_expr(p)
         if isinstance(p, Expr):
             p = p.rename(self.names) if p.variables else p
         elif isinstance(p, (int, float, np.number)) and not isinstance(p, bool):
@@ -577,18 +589,42 @@ class CodePrinter(ExprPrinter):
         return f"(1.0 if {a} {FUNCTIONS[expr.fn].symbol} {b} else 0.0)"
 
 
+#: how a backend runs a program: ``straight`` (one straight-line function, compiled per program),
+#: ``table`` (an instruction table run by an interpreter compiled once, :mod:`jacacc.kernels.tables`)
+#: or ``auto`` (straight-line up to the backend's ``table_threshold`` statements, a table above)
+TIERS = ("auto", "straight", "table")
+
+
 class Backend:
     """A code-generation backend: a printer plus a loader.
 
     Subclasses set :attr:`name`, :attr:`extra` (the optional dependency needed
     to *run*, or ``None``), :attr:`dtypes`, and implement :meth:`generate`
     (source text; must work without the extra) and :meth:`load` (source →
-    ``run(X) -> (values, jacobians)``).
+    ``run(X) -> (values, jacobians)``).  A backend with an instruction-table tier sets
+    :attr:`tier` and :attr:`table_threshold` (:meth:`uses_table`).
     """
 
     name: ClassVar[str] = ""
     extra: ClassVar[str | None] = None
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
+    tier: str = "straight"
+    table_threshold: int = 0
+
+    def set_tier(self, tier: str, table_threshold: Any) -> None:
+        """Check and keep the ``tier`` and ``table_threshold`` options."""
+        if tier not in TIERS:
+            raise RegistryError(f"{self.name} backend: tier must be one of {', '.join(map(repr, TIERS))}, got {tier!r}")
+        if not (isinstance(table_threshold, (int, np.integer)) and not isinstance(table_threshold, bool)
+                and table_threshold >= 0):
+            raise RegistryError(f"{self.name} backend: table_threshold must be an integer >= 0, got {table_threshold!r}")
+        self.tier = tier
+        self.table_threshold = int(table_threshold)
+
+    def uses_table(self, prog: JacobianProgram) -> bool:
+        """Whether ``prog`` runs as an instruction table (the ``table`` tier, or ``auto`` past
+        ``table_threshold`` statements)."""
+        return self.tier == "table" or (self.tier == "auto" and len(prog.statements) > self.table_threshold)
 
     def generate(self, prog: JacobianProgram, dtype: str) -> str:
         raise NotImplementedError

@@ -40,7 +40,11 @@ class Kernel:
     backend : str
     dtype : str
     source : str
-        The generated code (Python for numpy/numba, CUDA C++ for cupy).
+        The generated code (Python for numpy/numba, CUDA C++ for cupy); for the ``table``
+        tier, the instruction table's listing.
+    tier : str
+        ``"straight"`` (one generated function) or ``"table"`` (an instruction table run by
+        an interpreter compiled once: the backend's ``tier`` option, :mod:`jacacc.kernels.tables`).
     program : JacobianProgram
         The backend-neutral straight-line program it was printed from.
     schedule : Schedule
@@ -82,6 +86,8 @@ class Kernel:
         self.mode = mode
         t0 = time.perf_counter()
         self.program = program if program is not None else lower(graph, schedule)
+        #: "table" where the program runs as an instruction table, else "straight"
+        self.tier = "table" if backend.uses_table(self.program) else "straight"
         self.source = backend.generate(self.program, dtype)
         self.codegen_time = time.perf_counter() - t0
         self.compile_time: float | None = None
@@ -225,11 +231,20 @@ class Kernel:
                       f"emitted: {self.emitted_mults})"),
             ("per point", f"{counts['flops']} flops, {counts['calls']} calls, "
                           f"{len(self.program.statements)} statements"),
+            ("tier", self._tier_text()),
             ("source", f"{self.source.count(chr(10))} lines"),
             ("compiled", "no" if self.compile_time is None else f"{self.compile_time:.3f} s"),
         ]
         width = max(len(k) for k, _ in rows)
         return "Kernel\n" + "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+    def _tier_text(self) -> str:
+        if self.tier == "straight":
+            return "straight-line"
+        table = self.program.table()
+        return (f"instruction table ({table.n_instructions} instructions in {len(table.runs)} runs, "
+                f"{table.n_registers} registers)")
 
 
 def _graph_of(f: Any) -> CompGraph:

@@ -26,7 +26,9 @@ import numpy as np
 
 from jacacc import kernels
 from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, register_source
+from jacacc.codegen.numba_ import TABLE_THRESHOLD
 from jacacc.errors import require_extra
+from jacacc.kernels import tables
 from jacacc.partials import FUNCTIONS, PREC_ADD, PREC_POW, Apply, Const, Expr
 
 __all__ = ["KERNEL_NAME", "CudaPrinter", "CupyBackend"]
@@ -124,16 +126,37 @@ class CupyBackend(Backend):
 
     Calling the kernel with NumPy arrays copies them to the GPU and the results
     back; with CuPy arrays it stays on the device.
+
+    Parameters
+    ----------
+    tier : {"auto", "straight", "table"}, default "auto"
+        ``table``: the program's :class:`~jacacc.kernels.tables.InstructionTable` run by the
+        CUDA interpreter of :mod:`jacacc.kernels.tables` (one source per dtype, compiled once),
+        the source then being the table's listing; ``auto``: a table past ``table_threshold``
+        statements (NVRTC, like LLVM, takes longer than linear time on one long function).
+    table_threshold : int, default 1000
     """
 
     name = "cupy"
     extra = "gpu"
 
+    def __init__(self, tier: str = "auto", table_threshold: int = TABLE_THRESHOLD) -> None:
+        self.set_tier(tier, table_threshold)
+
     def generate(self, prog: JacobianProgram, dtype: str) -> str:
+        if self.uses_table(prog):
+            return prog.table().listing(limit=None)
         return CudaPrinter(dtype).program(prog, KERNEL_NAME)
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         cp = require_extra("cupy", "gpu")
+        if self.uses_table(prog):
+            table_run = tables.cupy_table_kernel(prog.table(), dtype)
+
+            def launch(Xd: Any, Vd: Any, Jd: Any) -> None:
+                table_run(Xd, Vd, Jd.reshape(Xd.shape[0], -1))
+
+            return _device_runner(cp, launch, table_run.build, prog, dtype)
         register_source(source, self.name)
         kernel = cp.RawKernel(source, KERNEL_NAME)
 
@@ -144,21 +167,30 @@ class CupyBackend(Backend):
             kernel.compile()
             return time.perf_counter() - start
 
-        def run(X: Any, V: Any = None, J: Any = None) -> tuple[Any, Any]:
-            on_host = isinstance(X, np.ndarray)
-            Xd = cp.ascontiguousarray(cp.asarray(X, dtype=dtype))
+        def launch(Xd: Any, Vd: Any, Jd: Any) -> None:
             N = Xd.shape[0]
-            # device buffers given for device points are written in place; host buffers are
-            # filled by the copy back
-            Vd = V if V is not None and not on_host else cp.empty((N, prog.n_outputs), dtype=dtype)
-            Jd = J if J is not None and not on_host else cp.empty((N, prog.n_outputs, prog.n_inputs), dtype=dtype)
             if N:
                 blocks = (N + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
                 kernel((blocks,), (THREADS_PER_BLOCK,), (Xd, Vd, Jd, np.int64(N)))
-            if on_host:
-                return cp.asnumpy(Vd, out=V), cp.asnumpy(Jd, out=J)
-            return Vd, Jd
 
-        run.build = build  # type: ignore[attr-defined]
-        run.device = True  # type: ignore[attr-defined]
-        return run
+        return _device_runner(cp, launch, build, prog, dtype)
+
+
+def _device_runner(cp: Any, launch: Any, build: Any, prog: JacobianProgram, dtype: str) -> Any:
+    """``run(X, V, J)`` around ``launch(Xd, Vd, Jd)`` on device arrays: host points are copied in and
+    the results back (into host buffers where given); device buffers are written in place."""
+
+    def run(X: Any, V: Any = None, J: Any = None) -> tuple[Any, Any]:
+        on_host = isinstance(X, np.ndarray)
+        Xd = cp.ascontiguousarray(cp.asarray(X, dtype=dtype))
+        N = Xd.shape[0]
+        Vd = V if V is not None and not on_host else cp.empty((N, prog.n_outputs), dtype=dtype)
+        Jd = J if J is not None and not on_host else cp.empty((N, prog.n_outputs, prog.n_inputs), dtype=dtype)
+        launch(Xd, Vd, Jd)
+        if on_host:
+            return cp.asnumpy(Vd, out=V), cp.asnumpy(Jd, out=J)
+        return Vd, Jd
+
+    run.build = build  # type: ignore[attr-defined]
+    run.device = True  # type: ignore[attr-defined]
+    return run

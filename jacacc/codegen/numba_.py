@@ -50,6 +50,7 @@ import numpy as np
 from jacacc import kernels
 from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, Statement, register_source
 from jacacc.errors import RegistryError, require_extra
+from jacacc.kernels import tables
 from jacacc.partials import Expr
 
 __all__ = ["NumbaBackend", "NumbaPrinter", "block_size"]
@@ -62,6 +63,10 @@ VECTOR_MATH_MAX_STATEMENTS = 1500
 
 #: smallest and largest automatic block (points); powers of two, multiples of any SIMD width
 MIN_BLOCK, MAX_BLOCK = 8, 256
+#: programs longer than this (statements) run as instruction tables (tier "auto"); measured by
+#: experiments/compile_scaling.py: past it a straight-line kernel's compilation costs more seconds
+#: than an interpreted table loses on every call at 10^4 points
+TABLE_THRESHOLD = 1000
 
 
 def block_size(rows: int, itemsize: int = 8, budget: int = BLOCK_BYTES) -> int:
@@ -257,7 +262,15 @@ class NumbaBackend(Backend):
         Import the module from a file under :func:`jacacc.kernels.kernel_cache_dir` with
         Numba's ``cache=True``, so a kernel compiled once on a machine is loaded by every later
         process (then :attr:`~jacacc.codegen.compile.Kernel.compile_time` is the load);
-        ``False`` compiles anew, as a measurement of compile time wants.
+        ``False`` compiles anew, as a measurement of compile time wants (straight-line tier).
+    tier : {"auto", "straight", "table"}, default "auto"
+        ``straight``: the program as one generated module (above); ``table``: an
+        :class:`~jacacc.kernels.tables.InstructionTable` run by the interpreter of
+        :mod:`jacacc.kernels.tables`, compiled once per set of operations and dtype, whose
+        compile time does not depend on the program (``block`` is its points per block, by
+        default ``tables.NUMBA_BLOCK``); ``auto``: straight-line up to ``table_threshold``
+        statements, a table above.
+    table_threshold : int, default TABLE_THRESHOLD (1000)
 
     Examples
     --------
@@ -269,7 +282,8 @@ class NumbaBackend(Backend):
     extra = "cpu"
 
     def __init__(self, max_statements: int = 1500, fastmath: bool | Any = False, block: int | None = None,
-                 vector_math: bool | str = "auto", disk_cache: bool = True) -> None:
+                 vector_math: bool | str = "auto", disk_cache: bool = True, tier: str = "auto",
+                 table_threshold: int = TABLE_THRESHOLD) -> None:
         if not _positive_int(max_statements):
             raise RegistryError(f"numba backend: max_statements must be a positive integer, got {max_statements!r}")
         if block is not None and not _positive_int(block):
@@ -283,8 +297,11 @@ class NumbaBackend(Backend):
             raise RegistryError(f"numba backend: disk_cache must be True or False, got {disk_cache!r}")
         self.vector_math = vector_math
         self.disk_cache = disk_cache
+        self.set_tier(tier, table_threshold)
 
     def generate(self, prog: JacobianProgram, dtype: str) -> str:
+        if self.uses_table(prog):
+            return prog.table().listing(limit=None)
         return self._source(prog, dtype, self.disk_cache)
 
     def _source(self, prog: JacobianProgram, dtype: str, cache: bool) -> str:
@@ -295,6 +312,8 @@ class NumbaBackend(Backend):
         return printer.block_program(prog, "kernel", self.max_statements, self.block)
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
+        if self.uses_table(prog):
+            return self._load_table(prog, dtype)
         numba = require_extra("numba", "cpu")
         # the helpers written into their callers' statements (Numba's own inlining costs a copy of
         # the helper's IR per call); ``source`` stays the readable text
@@ -326,4 +345,21 @@ class NumbaBackend(Backend):
             return V, J
 
         run.build = build  # type: ignore[attr-defined]
+        return run
+
+    def _load_table(self, prog: JacobianProgram, dtype: str) -> Any:
+        """The table tier: the program's instruction table run by the Numba interpreter."""
+        require_extra("numba", "cpu")
+        kernel = tables.numba_table_kernel(prog.table(), dtype, self.block or tables.NUMBA_BLOCK,
+                                           fastmath=bool(self.fastmath))
+        m, n = prog.n_outputs, prog.n_inputs
+
+        def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+            N = X.shape[0]
+            V = np.empty((N, m), dtype=X.dtype) if V is None else V
+            J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
+            kernel(X, V, J.reshape(N, m * n))
+            return V, J
+
+        run.build = kernel.build  # type: ignore[attr-defined]
         return run

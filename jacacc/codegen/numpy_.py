@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, register_source
+from jacacc.kernels import tables
 from jacacc.partials import FUNCTIONS, NUMPY_NAMES, Apply, Expr
 
 __all__ = ["NumpyBackend", "NumpyKernelPrinter"]
@@ -66,16 +67,50 @@ class NumpyKernelPrinter(CodePrinter):
         return f"np.where({a} {FUNCTIONS[expr.fn].symbol} {b}, 1.0, 0.0)"
 
 
+#: programs longer than this (statements) run as instruction tables under tier "auto": Python's
+#: compiler takes seconds on a function of 10^5 lines (and fails past about 10^6), the table
+#: interpreter none, and both make one NumPy call per statement
+NUMPY_TABLE_THRESHOLD = 20_000
+
+
 class NumpyBackend(Backend):
-    """Vectorized NumPy; float64 and float32."""
+    """Vectorized NumPy; float64 and float32.
+
+    Parameters
+    ----------
+    tier : {"auto", "straight", "table"}, default "auto"
+        ``table``: the program's instruction table run by
+        :func:`jacacc.kernels.tables.numpy_table_kernel` (one ufunc call per instruction, every
+        point at once), the source then being the table's listing; ``auto``: a table past
+        ``table_threshold`` statements.
+    table_threshold : int, default 20000
+    """
 
     name = "numpy"
     extra = None
 
+    def __init__(self, tier: str = "auto", table_threshold: int = NUMPY_TABLE_THRESHOLD) -> None:
+        self.set_tier(tier, table_threshold)
+
     def generate(self, prog: JacobianProgram, dtype: str) -> str:
+        if self.uses_table(prog):
+            return prog.table().listing(limit=None)
         return NumpyKernelPrinter(dtype).program(prog, "kernel")
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
+        if self.uses_table(prog):
+            table_run = tables.numpy_table_kernel(prog.table())
+            m, n = prog.n_outputs, prog.n_inputs
+
+            def run_table(X: np.ndarray, V: np.ndarray | None = None,
+                          J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                N = X.shape[0]
+                V = np.empty((N, m), dtype=X.dtype) if V is None else V
+                J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
+                table_run(X, V, J.reshape(N, m * n))
+                return V, J
+
+            return run_table
         filename = register_source(source, self.name)
         namespace: dict[str, Any] = {}
         exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code

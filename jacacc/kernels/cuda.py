@@ -47,7 +47,7 @@ from jacacc.kernels.emit import Calls, Emitter
 from jacacc.kernels.functions import cuda_preamble
 
 __all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source", "cupy_kernel",
-           "host_kernel"]
+           "host_kernel", "host_launcher"]
 
 CUDA_KERNEL_NAME = "jacacc_elementwise"
 #: threads per block of a launch
@@ -206,13 +206,13 @@ def cuda_ptx(source: str, directory: str | os.PathLike[str] | None = None, compi
     return (work / "kernel.ptx").read_text()
 
 
-def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
-                compiler: str = "g++") -> Callable[..., None]:
-    """CUDA ``source`` (from :func:`cuda_source`) run thread by thread on the host: compiled as C++
-    by ``compiler`` behind a launch shim, and loaded with :mod:`ctypes` — for checking generated
-    CUDA on a machine without a GPU (tests, debugging).  ``arrays`` is the number of input arrays
-    and ``extents`` the number of extents the kernel takes; returns ``kernel(out, *arrays)`` with
-    contiguous NumPy arrays of the source's ``real``.
+def host_launcher(source: str, kernel: str, arguments: str, directory: str | os.PathLike[str] | None = None,
+                  compiler: str = "g++") -> Callable[[Sequence[np.ndarray], Sequence[int], int], None]:
+    """CUDA ``source`` compiled as host C++ by ``compiler`` behind a launch shim and loaded with
+    :mod:`ctypes`: ``launch(arrays, integers, threads)`` runs the ``__global__`` function ``kernel``
+    for ``threads`` threads, one after another, each called with ``arguments`` — C text over the
+    shim's ``void** p`` (the arrays' data pointers, in order) and ``long long* n`` (the integers),
+    casts included (``(const double*)p[1], n[0]``).
 
     Each build goes to a folder of ``directory`` named by the hash of the shim, the source and the
     compiler's version; by default that of :func:`~jacacc.kernels.loops.kernel_cache_dir` (a temporary
@@ -227,16 +227,35 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
 
     if shutil.which(compiler) is None:
         raise FileNotFoundError(f"{compiler} is not installed: CUDA source cannot run on the host")
-    real = "float" if "typedef float real;" in source else "double"
-    arguments = ", ".join([f"({real}*)p[0]", *(f"(const {real}*)p[{k + 1}]" for k in range(arrays)),
-                           *(f"n[{k}]" for k in range(extents))])
-    shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=CUDA_KERNEL_NAME, arguments=arguments)
+    shim = "#include <cstring>\n" + _HOST_SHIM.format(kernel=kernel, arguments=arguments)
     work = _build_folder("host", directory, shim, source, _compiler_version(compiler))
     done = _build_once(work, "kernel.so", {"kernel.cu": source, "shim.cpp": shim},
                        [compiler, "-O1", "-shared", "-fPIC", "-o", "{out}", "shim.cpp"])
     if done is not None:
         done.check_returncode()
     library = ctypes.CDLL(str(work / "kernel.so"))
+
+    def launch(arrays: Sequence[np.ndarray], integers: Sequence[int], threads: int) -> None:
+        pointers = (ctypes.c_void_p * max(len(arrays), 1))(*(a.ctypes.data for a in arrays))
+        dims = (ctypes.c_longlong * max(len(integers), 1))(*integers)
+        library.run_threads(pointers, dims, ctypes.c_longlong(threads))
+
+    return launch
+
+
+def host_kernel(source: str, arrays: int, extents: int, directory: str | os.PathLike[str] | None = None,
+                compiler: str = "g++") -> Callable[..., None]:
+    """CUDA ``source`` (from :func:`cuda_source`) run thread by thread on the host: compiled as C++
+    by ``compiler`` behind a launch shim, and loaded with :mod:`ctypes` — for checking generated
+    CUDA on a machine without a GPU (tests, debugging).  ``arrays`` is the number of input arrays
+    and ``extents`` the number of extents the kernel takes; returns ``kernel(out, *arrays)`` with
+    contiguous NumPy arrays of the source's ``real``.  Built and kept as :func:`host_launcher` builds
+    (``directory``, ``compiler``; FileNotFoundError where the compiler is not installed).
+    """
+    real = "float" if "typedef float real;" in source else "double"
+    arguments = ", ".join([f"({real}*)p[0]", *(f"(const {real}*)p[{k + 1}]" for k in range(arrays)),
+                           *(f"n[{k}]" for k in range(extents))])
+    launch = host_launcher(source, CUDA_KERNEL_NAME, arguments, directory, compiler)
 
     def run(out: np.ndarray, *inputs: np.ndarray) -> None:
         if len(inputs) != arrays:
@@ -247,8 +266,6 @@ def host_kernel(source: str, arrays: int, extents: int, directory: str | os.Path
         sizes = _extents(out, inputs)
         if len(sizes) != extents:
             raise TypeError(f"the kernel takes {extents} extents, the arrays have {len(sizes)}")
-        pointers = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
-        dims = (ctypes.c_longlong * max(len(sizes), 1))(*sizes)
-        library.run_threads(pointers, dims, ctypes.c_longlong(out.size))
+        launch(buffers, sizes, out.size)
 
     return run

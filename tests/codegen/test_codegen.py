@@ -167,9 +167,60 @@ def test_numeric_graph_gives_a_constant_jacobian_and_nan_values():
 
 
 def test_symbolic_graph_without_primal_is_refused():
-    g = jacacc.CompGraph.from_json("docs/examples/roeflux_1d.json")
+    data = json.loads((REPO / "docs/examples/roeflux_1d.json").read_text())
+    del data["program"]
     with pytest.raises(GraphError, match="no primal program"):
-        jacacc.compile(g, backend="numpy")
+        jacacc.compile(jacacc.CompGraph.from_json(data), backend="numpy")
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "docs/examples").glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_example_compiles(path):
+    """Each example graph compiles from its file alone; the traced ones (with a ``program``) give
+    the Jacobian and values of the function they were traced from, the numeric ones their LCG's."""
+    g = jacacc.CompGraph.from_json(path)
+    k = jacacc.compile(g, backend="numpy")
+    data = json.loads(path.read_text())
+    if "program" not in data:
+        np.testing.assert_allclose(k(np.zeros((1, len(g.inputs))))[0], jacacc.reference_jacobian(g))
+        return
+    problem = get(path.stem.replace("roeflux", "RoeFlux"))
+    traced = problem.trace()
+    X = np.stack([problem.sample(s) for s in range(4)])
+    V, J = k.values_and_jacobians(X)
+    np.testing.assert_allclose(J, traced.reference_jacobian(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(V, traced.values(X), rtol=1e-14)
+    from jacacc.cli import main
+
+    assert main(["compile", str(path), "--backend", "numpy"]) == 0
+
+
+def test_traced_graph_round_trips_through_json_with_its_program(tmp_path):
+    traced = jacacc.trace(_shared, 3, unpack=False)
+    traced.graph.to_json(tmp_path / "g.json")
+    g = jacacc.CompGraph.from_json(tmp_path / "g.json")
+    X = np.random.default_rng(0).uniform(0.5, 1.5, (3, 3))
+    V, J = jacacc.compile(g, backend="numpy").values_and_jacobians(X)
+    np.testing.assert_allclose(J, traced.reference_jacobian(X), rtol=1e-13)
+    np.testing.assert_allclose(V, traced.values(X), rtol=1e-14)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["edges"][0].__setitem__(2, "cos(q7)"), "names 'q7', which is not a vertex"),
+    (lambda d: d["edges"][0].__setitem__(2, "floor(x0)"), "'floor' is not an operation"),
+    (lambda d: d["edges"][0].__setitem__(2, "x0 +* 2"), "cannot be read"),
+    (lambda d: d["program"].append(["zz", "sin", ["x0"]]), "node 'zz' is not a vertex"),
+    (lambda d: d["program"].__setitem__(0, [d["program"][0][0], "frobnicate", ["x0"]]), "unknown operation"),
+    (lambda d: d["program"].__setitem__(0, [d["program"][0][0], "sin", ["x0", "x1"]]), "takes 1 argument"),
+    (lambda d: d["program"].__setitem__(0, [d["program"][0][0], "sin", ["q7"]]), "argument 'q7' is not a vertex"),
+    (lambda d: d["program"].pop(), "gives no operation for"),
+    (lambda d: d["program"].append(d["program"][0]), "twice"),
+    (lambda d: d.__setitem__("program", [["v1", "sin"]]), "must be \\[node, op, \\[args\\]\\]"),
+])
+def test_bad_expressions_and_programs_are_refused_when_loaded(change, message):
+    data = jacacc.trace(_shared, 3, unpack=False).graph.to_json()
+    change(data)
+    with pytest.raises(GraphError, match=message):
+        jacacc.CompGraph.from_json(data)
 
 
 # ------------------------------------------------------------------ registry, cache, source

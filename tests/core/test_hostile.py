@@ -474,7 +474,7 @@ BAD_COMPILES = [
     pytest.param({"dtype": "float16"}, RegistryError, "does not support dtype 'float16'", id="dtype-float16"),
     pytest.param({"dtype": complex}, RegistryError, "does not support dtype 'complex128'", id="dtype-complex"),
     pytest.param({"backend_options": {"max_statements": 10}}, RegistryError,
-                 "backend 'numpy' does not accept option(s) max_statements; it takes: no options", id="numpy-option"),
+                 "backend 'numpy' does not accept option(s) max_statements; it takes: tier, table_threshold", id="numpy-option"),
     pytest.param({"backend": "numba", "backend_options": {"max_statements": 0}}, RegistryError,
                  "max_statements must be a positive integer, got 0", id="numba-max-statements"),
     pytest.param({"backend": "numba", "backend_options": {"block": -1}}, RegistryError,

@@ -235,11 +235,13 @@ def test_declaring_a_taken_name_is_refused():
         ops.declare("exp", 1, "np.exp", lambda f, x, out: [out])
 
 
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_compiled_kernels_carry_every_operation(backend):
+@pytest.mark.parametrize("backend, tier", [("numpy", "straight"), ("numba", "straight"), ("numpy", "table"),
+                                           ("numba", "table")])
+def test_compiled_kernels_carry_every_operation(backend, tier):
     """One traced function of three inputs applying every operation (operand k is ``x[k] + c``, ``c``
     placing it inside the operation's domain); its compiled kernel's values and Jacobian against the
-    table's values and partials."""
+    table's values and partials, as one straight-line function and as an instruction table (whose
+    interpreter carries every operation: jacacc.kernels.tables)."""
     if backend == "numba":
         pytest.importorskip("numba")
     import jacacc
@@ -254,7 +256,9 @@ def test_compiled_kernels_carry_every_operation(backend):
         x = (x0, x1, x2)
         return [apply_rule(name, *(x[k] + c for k, c in enumerate(shifts[name]))) for name in names]
 
-    kernel = jacacc.compile(trace(f, 3, unpack=True), backend=backend, method="forward", mode="vertex")
+    kernel = jacacc.compile(trace(f, 3, unpack=True), backend=backend, method="forward", mode="vertex",
+                            backend_options={"tier": tier})
+    assert kernel.tier == tier
     X = base + np.array([[0.0, 0.0, 0.0], [1e-3, -2e-3, 1.5e-3]])  # the sample points and a point beside
     values, J = kernel.values_and_jacobians(X)
     for row, name in enumerate(names):
