@@ -30,10 +30,12 @@ True
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["SearchProgress", "note", "progress_bar", "shows_progress"]
+__all__ = ["SLOW_WORK_DELAY", "SearchProgress", "SlowWork", "note", "progress_bar", "shows_progress", "slow_work"]
 
 
 def _tqdm() -> Any:
@@ -112,6 +114,89 @@ def note(message: str, *, file: Any = None) -> None:
     3 problems done
     """
     _tqdm().write(message, file=sys.stdout if file is None else file)
+
+
+#: seconds a piece of work runs before :func:`slow_work` says what it is doing
+SLOW_WORK_DELAY = 2.0
+
+
+class SlowWork:
+    """What :func:`slow_work` yields: :meth:`stage` names the step now running; once the work has run
+    ``delay`` seconds, each stage is announced on the stream as it begins (``jacacc: compiling …``)
+    and the end with the seconds taken."""
+
+    def __init__(self, what: str, delay: float, shown: bool, stream: Any) -> None:
+        self.what, self.delay, self.shown, self.stream = what, delay, shown, stream
+        self.current = what
+        self.announced = False
+        self.start = time.perf_counter()
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        if shown:
+            self._timer = threading.Timer(delay, self._announce)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _announce(self) -> None:
+        with self._lock:
+            self.announced = True
+            self._write(f"jacacc: {self.what}: {self.current} …" if self.current != self.what
+                        else f"jacacc: {self.what} …")
+
+    def _write(self, line: str) -> None:
+        try:
+            print(line, file=self.stream, flush=True)
+        except (OSError, ValueError):  # a closed stream: progress is never worth an error
+            pass
+
+    def stage(self, text: str) -> None:
+        """The step now running (``tracing``, ``planning``, ``compiling 3 kernels``)."""
+        with self._lock:
+            self.current = text
+            if self.announced:
+                self._write(f"jacacc: {self.what}: {text} …")
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            if self.announced:
+                self._write(f"jacacc: {self.what}: done in {time.perf_counter() - self.start:.1f} s")
+
+
+class _SlowWorkContext:
+    def __init__(self, work: SlowWork) -> None:
+        self.work = work
+
+    def __enter__(self) -> SlowWork:
+        return self.work
+
+    def __exit__(self, *exc: Any) -> None:
+        self.work.close()
+
+
+def slow_work(what: str, *, delay: float | None = None, enabled: bool | None = None,
+              file: Any = None) -> _SlowWorkContext:
+    """A context for work that may take seconds (a first call's tracing, planning and compiling, a
+    kernel's compilation): silent when it ends within ``delay`` seconds (default
+    :data:`SLOW_WORK_DELAY`), else it says on stderr (or ``file``) what it is doing, stage by stage,
+    and how long it took — only where :func:`shows_progress` says so (a terminal).
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> with slow_work("hessian of f", delay=0.0, enabled=True, file=out) as work:
+    ...     time.sleep(0.05)
+    ...     work.stage("compiling 2 kernels")
+    >>> print(out.getvalue().splitlines()[1])
+    jacacc: hessian of f: compiling 2 kernels …
+    >>> with slow_work("quiet", enabled=False) as work:
+    ...     work.stage("nothing is printed")
+    """
+    stream = sys.stderr if file is None else file
+    return _SlowWorkContext(SlowWork(what, SLOW_WORK_DELAY if delay is None else delay,
+                                     shows_progress(enabled, stream), stream))
 
 
 class SearchProgress:

@@ -21,6 +21,7 @@ from jacacc.codegen.base import Backend, JacobianProgram, as_points, fingerprint
 from jacacc.codegen.registry import get_backend
 from jacacc.errors import GraphError, JacaccError, RegistryError
 from jacacc.graph import CompGraph
+from jacacc.progress import slow_work
 from jacacc.schedule import Schedule
 
 __all__ = ["Kernel", "clear_cache", "compile_kernel"]
@@ -135,9 +136,12 @@ class Kernel:
         """Compile now (otherwise the first call does); records :attr:`compile_time`."""
         with self._lock:
             if self._run is None:
-                run = self._backend.load(self.source, self.program, self.dtype)
-                build = getattr(run, "build", None)
-                self.compile_time = build() if build is not None else 0.0
+                what = (f"compiling the {self.backend} kernel ({len(self.program.statements)} statements, "
+                        f"{'instruction table' if self.tier == 'table' else 'straight-line'})")
+                with slow_work(what):
+                    run = self._backend.load(self.source, self.program, self.dtype)
+                    build = getattr(run, "build", None)
+                    self.compile_time = build() if build is not None else 0.0
                 self._run = run
         return self
 
@@ -346,14 +350,16 @@ def compile_kernel(
         if schedule is None:
             from jacacc.api import optimize
 
-            schedule = optimize(graph, mode=mode, method=method, **options).schedule
+            with slow_work(f"planning the kernel ({mode} elimination, {method_name})"):
+                schedule = optimize(graph, mode=mode, method=method, **options).schedule
             if skey is not None:
                 _SCHEDULES[skey] = schedule
     key = (fingerprint(graph, schedule), instance.name, repr(sorted(vars(instance).items())), dtype_name)
     with _LOCK:
         kernel = _KERNELS.get(key) if cache else None
         if kernel is None:
-            kernel = Kernel(graph, schedule, instance, dtype_name, method=method_name, mode=mode)
+            with slow_work(f"generating the {instance.name} kernel"):
+                kernel = Kernel(graph, schedule, instance, dtype_name, method=method_name, mode=mode)
             if cache:
                 _KERNELS[key] = kernel
     return kernel

@@ -79,7 +79,7 @@ _LAZY = {
     **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source",
                      "cupy_kernel", "host_kernel"], "cuda"),
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
-                     "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
+                     "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_kernel_on_disk", "numba_source",
                      "python_kernel", "python_source"], "loops"),
 }
 
@@ -112,6 +112,7 @@ __all__ = [
     "last_factor",
     "modules",
     "numba_kernel",
+    "numba_kernel_on_disk",
     "numba_preamble",
     "numba_source",
     "python_kernel",

@@ -578,6 +578,37 @@ def numba_kernel(definition: Definition, arguments: list[str], reduction: bool =
     return found
 
 
+def numba_kernel_on_disk(definition: Definition, arguments: list[str], reduction: bool = False,
+                         interchange: bool | None = None, last_extent: int | None = None) -> bool:
+    """Whether the kernel :func:`numba_kernel` makes of these arguments was compiled before and is in
+    Numba's on-disk cache under :func:`kernel_cache_dir` (its index file exists), so that calling it
+    loads machine code instead of compiling.  Answered without importing Numba: the module's text
+    (and so its file name) is known before it is compiled.
+
+    Examples
+    --------
+    >>> from jacacc.elementwise.parse import parse
+    >>> numba_kernel_on_disk(parse("f[i] = x[i] * 2.0 + 0.125"), ["x"]) in (True, False)
+    True
+    """
+    directory = kernel_cache_dir()
+    if directory is None:
+        return False
+    text = _module_text(*numba_source(definition, arguments, reduction, interchange, last_extent))
+    return _numba_index_exists(directory, text)
+
+
+def _digest(text: str) -> str:
+    """The hash that names a generated module's file (:func:`cached_module`)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _numba_index_exists(directory: Path, text: str, function: str = "kernel") -> bool:
+    """Whether Numba's cache index of ``function`` in the module ``text`` (as :func:`cached_module`
+    names its file) is in ``directory``'s ``__pycache__``, where Numba keeps a module's cache."""
+    return any((directory / "__pycache__").glob(f"k{_digest(text)}.{function}-*.nbi"))
+
+
 def numba_source(definition: Definition, arguments: list[str], reduction: bool = False,
                  interchange: bool | None = None, last_extent: int | None = None) -> tuple[str, set[str]]:
     """The source :func:`numba_kernel` compiles (:func:`python_source` with ``parallel``) and the
@@ -682,7 +713,7 @@ def cached_module(text: str) -> Any | None:
 def _file_module(text: str, directory: Path) -> Any:
     """The module ``text`` written to ``directory`` under the hash of its text (once: Numba keys its
     cache by the file's contents) and imported."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    digest = _digest(text)
     path = directory / f"k{digest}.py"
     if not path.exists() or path.read_text() != text:
         temporary = directory / f".k{digest}.{os.getpid()}.tmp"

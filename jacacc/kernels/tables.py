@@ -115,8 +115,8 @@ class InstructionTable:
         Rows of the register file.
     code : numpy.ndarray
         ``(instructions, 4)`` int32: opcode (an index into :data:`OPERATIONS`), destination
-        register, first and second operand registers (a third operand, ``where``'s, is the
-        next row's ``a``: see :attr:`third`).
+        register, first and second operand registers (a third operand, ``where``'s, is in
+        :attr:`third`).
     third : numpy.ndarray
         ``(instructions,)`` int32: the third operand's register (``where``), else 0.
     runs : numpy.ndarray

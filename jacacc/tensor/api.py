@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import RegistryError, TraceError, require_real_dtype
+from jacacc.progress import slow_work
 from jacacc.tensor.captured import MAX_BINDINGS, Captured, refuse_impure_trace
 from jacacc.tensor.derive import derivative_factors, tensor_modes
 from jacacc.tensor.evaluate import Program, array_module
@@ -212,12 +213,18 @@ class _Cache:
         self.plans: dict[tuple, Any] = {}
         self.captured: Captured | None = None
         self._snapshot = Captured()
+        self._work: Any = None  # the progress report of the plan being built (jacacc.progress.slow_work)
 
     def trace(self, arrays: Sequence[Any]) -> TracedFunction:
         """``f`` traced at ``arrays``; refused if it draws random numbers or changes
         what it reads meanwhile (a cached plan could not repeat either)."""
+        if self._work is not None:
+            self._work.stage("tracing")
         with refuse_impure_trace(self._snapshot, getattr(self.f, "__name__", "f"), self.name):
-            return trace(self.f, arrays)
+            traced = trace(self.f, arrays)
+        if self._work is not None:
+            self._work.stage(f"deriving and planning ({len(traced.inputs)} arguments)")
+        return traced
 
     def get(self, arrays: Sequence[Any], dtype: np.dtype, key: tuple, *extra: Any) -> Any:
         if self.captured is not None and self.captured.changed() is not None:
@@ -228,7 +235,9 @@ class _Cache:
         if plan is None:
             # a snapshot before tracing shows f's own side effects; the one kept is taken after
             self._snapshot = Captured.of(self.f)
-            plan = self.plans[key] = self.build(arrays, dtype, *extra)
+            with slow_work(f"{self.name} of {getattr(self.f, '__name__', 'f')}") as self._work:
+                plan = self.plans[key] = self.build(arrays, dtype, *extra)
+            self._work = None
             self.captured = Captured.of(self.f)
             if not self.captured.complete:
                 warnings.warn(f"{getattr(self.f, '__name__', 'f')} reaches more than {MAX_BINDINGS} values besides "

@@ -125,6 +125,7 @@ from typing import Any
 import numpy as np
 
 from jacacc import kernels, ops
+from jacacc.progress import slow_work
 from jacacc.elementwise.derive import substitute
 from jacacc.elementwise.parse import (
     FUNCTIONS,
@@ -158,13 +159,30 @@ from jacacc.tensor.expr import (
     with_args,
 )
 
-__all__ = ["CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
+__all__ = ["COMPILE_AFTER", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
            "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
            "fused_outputs", "inline_operands_in_loop_order", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _compile_after(text: str | None) -> int:
+    try:
+        value = int(text) if text is not None else 2
+    except ValueError:
+        raise ValueError(f"JACACC_COMPILE_AFTER must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"JACACC_COMPILE_AFTER must be an integer >= 0, got {text!r}")
+    return value
+
+
+#: calls of a region that run node by node before its kernel is compiled (``JACACC_COMPILE_AFTER`` in
+#: the environment; 0: compiled on the first call).  A kernel found in the on-disk cache runs at once.
+#: A first call then waits on no compile: a function differentiated once (a Hessian at one point) never
+#: compiles, one called in a loop compiles on its third call, as a tracing JIT compiles hot code only
+COMPILE_AFTER = _compile_after(os.environ.get("JACACC_COMPILE_AFTER"))
 #: the fewest loop iterations a region needs to become a kernel, by what its root does
 #: (``"elementwise"`` or ``"reduction"``) and how many NumPy operations it replaces: the crossovers
 #: measured by ``experiments/fusion_threshold.py`` (from that size on the kernel was not slower at
@@ -850,6 +868,11 @@ class FusedKernel:
         self.flops = sum(node_flops(n) for n in region.members)
         self._kernel: Callable | None = None
         self._failed = False
+        #: whether :meth:`run` calls the kernel (compiled, found on disk, or past COMPILE_AFTER calls)
+        self._hot = False
+        self._on_disk: bool | None = None
+        #: how often :meth:`run` was called
+        self.calls = 0
         #: wall seconds of the first Numba call: the compile (or the load from the on-disk cache)
         #: plus one run; None before it
         self.first_call_seconds: float | None = None
@@ -915,15 +938,29 @@ class FusedKernel:
         self.cuda_kernel(out, *inputs)
         return out.reshape(self.shape)
 
+    def compiled_now(self) -> bool:
+        """Whether :meth:`run` calls the kernel: once the region has run :data:`COMPILE_AFTER` times
+        node by node, or at once where the kernel is in the on-disk cache (a load, not a compile)."""
+        if not self._hot:
+            if self.calls > COMPILE_AFTER:
+                self._hot = True
+            elif self._on_disk is None:  # looked up once: a kernel another process compiles meanwhile waits
+                self._on_disk = self._hot = kernels.numba_kernel_on_disk(
+                    self.definition, self.arguments, interchange=self.interchange, last_extent=self.kernel_shape[-1])
+        return self._hot
+
     def run(self, out: np.ndarray, *arrays: Any) -> None:
-        """Fill ``out`` (:attr:`kernel_shape`) from the inputs (0-d ones as vectors of one element).
-        Where Numba cannot compile the kernel, the region is evaluated node by node instead
-        (with a warning, once)."""
-        if not self._failed:
+        """Fill ``out`` (:attr:`kernel_shape`) from the inputs (0-d ones as vectors of one element):
+        node by node for the first :data:`COMPILE_AFTER` calls (unless the kernel is on disk), by
+        the kernel from then on.  Where Numba cannot compile the kernel, the region is evaluated
+        node by node instead (with a warning, once)."""
+        self.calls += 1
+        if not self._failed and (self._hot or self.compiled_now()):
             try:
                 if self.first_call_seconds is None:
                     start = time.perf_counter()
-                    self.kernel(out, *arrays)
+                    with slow_work(f"compiling the fused kernel {_clip(self.definition.source)}"):
+                        self.kernel(out, *arrays)
                     self.first_call_seconds = time.perf_counter() - start
                 else:
                     self.kernel(out, *arrays)
@@ -1201,3 +1238,7 @@ def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[st
             new[id(node)] = with_args(node, tuple(new[id(a)] for a in node.args))
     return tuple(new[id(y)] for y in outputs)
 
+
+def _clip(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters (a long kernel definition in a progress line)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -54,6 +54,8 @@ def fuse_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fusion, "FUSION_MIN_SIZE", 0)
     monkeypatch.setattr(fusion, "INLINE_MIN_SIZE", 0)
     monkeypatch.setattr(fusion, "ENABLED", True)
+    # the kernels under test run from the first call (test_first_calls_run_node_by_node... checks the tiers)
+    monkeypatch.setattr(fusion, "COMPILE_AFTER", 0)
 
 
 def _close(got: Any, want: Any, rtol: float = RTOL) -> None:
@@ -382,10 +384,14 @@ def test_kernels_are_cached_on_disk_for_another_process(tmp_path: Path, monkeypa
         program = Program([y], [x])
         [kernel] = [n.param for n in program.nodes if n.kind == "fused"]
         assert program.fused_kernels == (kernel,) and kernel.first_call_seconds is None
-        program(np.linspace(0.0, 1.0, 5))
+        calls = 0
+        while kernel.first_call_seconds is None:  # node by node until the kernel is hot
+            expected = np.sum(np.tanh(np.linspace(0.0, 1.0, 5) + 0.123456789))
+            assert np.isclose(program(np.linspace(0.0, 1.0, 5))[0], expected, rtol=1e-14)
+            calls += 1
         stats = kernel.kernel.stats
         print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
-                          "first_call_reported": kernel.first_call_seconds > 0}))
+                          "first_call_reported": kernel.first_call_seconds > 0, "calls": calls}))
     """)
 
     def run() -> dict[str, int | bool]:
@@ -394,12 +400,14 @@ def test_kernels_are_cached_on_disk_for_another_process(tmp_path: Path, monkeypa
                               timeout=120)
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    # compiled and written, then loaded, not compiled; both first calls reported (compile or load)
-    assert run() == {"hits": 0, "misses": 1, "first_call_reported": True}
+    # compiled and written on the call after COMPILE_AFTER calls node by node; then, in another
+    # process, found on disk and loaded, not compiled, on the first call
+    child_compile_after = fusion._compile_after(os.environ.get("JACACC_COMPILE_AFTER"))  # the child's, not this fixture's
+    assert run() == {"hits": 0, "misses": 1, "first_call_reported": True, "calls": child_compile_after + 1}
     sources = list((tmp_path / "kernels").glob("k*.py"))
     assert len(sources) == 1
     assert list((tmp_path / "kernels" / "__pycache__").glob(f"{sources[0].stem}.*.nbi"))
-    assert run() == {"hits": 1, "misses": 0, "first_call_reported": True}
+    assert run() == {"hits": 1, "misses": 0, "first_call_reported": True, "calls": 1}
 
 
 def test_an_unwritable_cache_directory_keeps_kernels_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -732,3 +740,39 @@ def test_scalar_factors_move_where_a_region_multiplies_by_them() -> None:
     _close(got[0], -0.5 * np.tanh(vv) @ x)
     _close(got[1], np.exp(-0.5 * x @ wv))
     _close(got[2], np.exp(-0.5 * x @ wv))
+
+
+def test_first_calls_run_node_by_node_then_the_kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With COMPILE_AFTER = 2 a region's first two calls run node by node (no compile, the
+    reference's numbers), the third compiles the kernel and runs it; a kernel found in the
+    on-disk cache runs from the first call."""
+    monkeypatch.setattr(fusion, "COMPILE_AFTER", 2)
+    monkeypatch.setenv("JACACC_CACHE_DIR", str(tmp_path))
+    x = var("x", (64,))
+    y = einsum("i->", unary("pow", unary("sin", unary("shift", x, 0.3125)), 3.0))
+    X = np.linspace(-1.0, 1.0, 64)
+    reference = Program([y], [x], fuse_kernels=False)(X)[0]
+
+    def fresh() -> tuple[Program, fusion.FusedKernel]:
+        program = Program([y], [x])
+        [kernel] = program.fused_kernels
+        return program, kernel
+
+    program, kernel = fresh()
+    for call in (1, 2):
+        assert program(X)[0] == reference  # node by node: the unfused program's own numbers
+        assert kernel.calls == call and kernel.first_call_seconds is None
+    _close(program(X)[0], reference)
+    assert kernel.first_call_seconds is not None and kernel.compiled_now()
+    program, kernel = fresh()  # the same kernel, now on disk: used on the first call
+    _close(program(X)[0], reference)
+    assert kernel.calls == 1 and kernel.first_call_seconds is not None
+
+
+@pytest.mark.parametrize("text, value", [(None, 2), ("0", 0), ("5", 5), ("-1", None), ("soon", None)])
+def test_compile_after_is_read_from_the_environment(text: str | None, value: int | None) -> None:
+    if value is None:
+        with pytest.raises(ValueError, match="JACACC_COMPILE_AFTER must be an integer >= 0"):
+            fusion._compile_after(text)
+    else:
+        assert fusion._compile_after(text) == value
