@@ -51,8 +51,9 @@ start-up split: it should be about ``numba_start_s`` (``backend_start_s``).
 The caches: a directory (``--cache-dir``, default a temporary one removed at
 the end) holds jacacc's (``JACACC_CACHE_DIR``) and JAX's; right before the
 timed children of an objective and quantity, one untimed child per library
-computes it there, so every timed child finds its kernels and executables on
-disk, and recently read (in the OS page cache, as in a user's edit-run loop).
+computes it there (jacacc's with ``JACACC_COMPILE_AFTER=0``, so that its fused
+kernels compile on that first call), so every timed child finds its kernels and
+executables on disk, and recently read (in the OS page cache, as in a user's edit-run loop).
 The children run without ``PYTHONDONTWRITEBYTECODE``: with it set, every process compiles
 Numba's and SciPy's modules from source (about 1.5 s), which is a property of
 the installation, not of either library.  Each child runs on one pinned CPU
@@ -284,6 +285,9 @@ def warm_up(objective: Any, n: int, seed: list[int], quantity: str, libraries: l
     children need is then on disk, and in the OS page cache (see the module's docstring).  Returns
     the failures."""
     failures = []
+    # a region's kernel is compiled on its first call here (JACACC_COMPILE_AFTER=0): the warm-up is there to
+    # put it on disk, where a timed child's first call finds it and loads it
+    env = {**env, "JACACC_COMPILE_AFTER": "0"}
     for library in libraries:
         outcome = run_child(child_spec(library, "cold", objective, n, seed, (quantity,), cache_dir, core), env)
         if "error" in outcome:

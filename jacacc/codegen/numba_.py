@@ -1,8 +1,11 @@
 """The Numba backend: points-minor blocks, a vectorizable loop over the points of a block.
 
-The generated module is ordinary Python.  Its driver ``kernel(X, V, J)`` runs a
-``prange`` over *blocks* of ``B`` points (``B`` a power of two, 8 … 256, see
-:func:`block_size`).  Each block is copied, transposed, into a small scratch
+The generated module is ordinary Python.  Its driver ``kernel(X, V, J, first,
+last)`` runs over *blocks* of ``B`` points (``B`` a power of two, 8 … 256, see
+:func:`block_size`) of the points ``first … last − 1``, with the GIL released:
+:func:`jacacc.kernels.threads.run_blocks` gives each thread a share of whole
+blocks (Numba's ``parallel=True`` would cost 1.5–2 s more of every kernel's
+compilation for the same ``prange``).  Each block is copied, transposed, into a small scratch
 vector ``buf`` of ``R × B`` numbers laid out points-minor (structure of
 arrays): row ``k`` holds coordinate ``k`` of the block's points, at
 ``buf[k*B : (k+1)*B]``.  The :class:`~jacacc.codegen.base.JacobianProgram` then runs as
@@ -51,6 +54,7 @@ from jacacc import kernels
 from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, Statement, register_source
 from jacacc.errors import RegistryError, require_extra
 from jacacc.kernels import tables
+from jacacc.kernels.threads import run_blocks
 from jacacc.partials import Expr
 
 __all__ = ["NumbaBackend", "NumbaPrinter", "block_size"]
@@ -145,9 +149,9 @@ class NumbaPrinter(CodePrinter):
     def _fastmath_text(self) -> str:
         return kernels.fastmath_text(self.fastmath)
 
-    def _decorator(self, parallel: bool = False) -> str:
-        return (f"@njit({'parallel=True, ' if parallel else ''}error_model='numpy', "
-                f"fastmath={self._fastmath_text()}, cache={self.cache})")
+    def _decorator(self) -> str:
+        # nogil: the driver's shares of points run on threads (jacacc.kernels.threads), not in a prange
+        return f"@njit(nogil=True, error_model='numpy', fastmath={self._fastmath_text()}, cache={self.cache})"
 
     def _statement(self, s: Statement) -> str:
         line = self.assign(s.name, self.doprint(s.expr))
@@ -156,7 +160,8 @@ class NumbaPrinter(CodePrinter):
     # ---------------------------------------------------------------- the module
     def block_program(self, prog: JacobianProgram, name: str, max_statements: int, block: int | None = None) -> str:
         """The source of ``prog``: block parts of at most ``max_statements`` statements
-        and the parallel driver ``name(X, V, J)`` (``J`` as ``(N, m*n)``)."""
+        and the driver ``name(X, V, J, first, last)`` over points ``first … last − 1`` (``J`` as
+        ``(N, m*n)``), which :func:`jacacc.kernels.threads.run_blocks` calls per thread."""
         n, m = prog.n_inputs, prog.n_outputs
         stmts = prog.statements
         chunks = [stmts[k : k + max_statements] for k in range(0, len(stmts), max_statements)] or [[]]
@@ -191,7 +196,7 @@ class NumbaPrinter(CodePrinter):
             f"in buf ({n_rows} rows: {n} inputs, {m} values, {m * n} Jacobian entries, {len(kept)} kept "
             f"between parts); {len(chunks)} part(s), each a vectorizable loop over the block",
             used, self._fastmath_text())
-        lines.append("")
+        lines += ["", f"BLOCK = {B}  # points per block: the driver's shares are whole blocks"]
         for k, chunk in enumerate(chunks):
             lines += ["", self._decorator(), f"def {name}_part{k}(buf, L):", ind + "for i in range(L):"]
             body = [self.load(v, 0, prog) for v in sorted(needs[k], key=lambda v: (self.rows[v], v))]
@@ -205,13 +210,11 @@ class NumbaPrinter(CodePrinter):
         lines += [
             "",
             "",
-            self._decorator(parallel=True),
-            f"def {name}(X, V, J):",
-            ind + "N = X.shape[0]",
-            ind + f"for b in prange((N + {B - 1}) // {B}):",
-            ind * 2 + f"start = b * {B}",
-            ind * 2 + f"L = min({B}, N - start)",
-            ind * 2 + f"buf = np.empty({n_rows * B}, dtype=X.dtype)",
+            self._decorator(),
+            f"def {name}(X, V, J, first, last):",
+            ind + f"buf = np.empty({n_rows * B}, dtype=X.dtype)",
+            ind + f"for start in range(first, last, {B}):",
+            ind * 2 + f"L = min({B}, last - start)",
             ind * 2 + "for i in range(L):",
             ind * 3 + f"for k in range({n}):",
             ind * 4 + f"buf[k * {B} + i] = X[start + i, k]",
@@ -233,7 +236,7 @@ def _positive_int(value: Any) -> bool:
 
 
 class NumbaBackend(Backend):
-    """``@njit(parallel=True)``: a ``prange`` over blocks of points, each block
+    """``@njit(nogil=True)`` over blocks of points shared between threads, each block
     computed points-minor by a loop LLVM vectorizes; float64 and float32.
 
     Parameters
@@ -329,8 +332,10 @@ class NumbaBackend(Backend):
             exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - our own generated code
         dispatcher = namespace["kernel"]
         nb_type = getattr(numba.types, dtype)
-        signature = (nb_type[:, ::1], nb_type[:, ::1], nb_type[:, ::1])
+        signature = (nb_type[:, ::1], nb_type[:, ::1], nb_type[:, ::1], numba.types.int64, numba.types.int64)
         m, n = prog.n_outputs, prog.n_inputs
+        block = int(namespace["BLOCK"])
+        work = max(len(prog.statements), 1)
 
         def build() -> float:
             start = time.perf_counter()
@@ -341,7 +346,8 @@ class NumbaBackend(Backend):
             N = X.shape[0]
             V = np.empty((N, m), dtype=X.dtype) if V is None else V
             J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
-            dispatcher(X, V, J.reshape(N, m * n))  # every entry is written, structural zeros too
+            J2 = J.reshape(N, m * n)  # every entry is written, structural zeros too
+            run_blocks(lambda first, last: dispatcher(X, V, J2, first, last), N, block, work)
             return V, J
 
         run.build = build  # type: ignore[attr-defined]

@@ -63,6 +63,7 @@ import numpy as np
 
 from jacacc import ops
 from jacacc.kernels.functions import call_text, cuda_preamble, numba_preamble, spelling, vector_math_used
+from jacacc.kernels.threads import run_blocks
 from jacacc.partials import FUNCTIONS, Apply, Const, Expr, Var, numpy_function
 
 __all__ = [
@@ -502,29 +503,13 @@ def table_operations(table: InstructionTable) -> frozenset[str]:
 
 #: points per block of the Numba interpreter (measured: experiments/compile_scaling.py)
 NUMBA_BLOCK = 128
-#: instructions × points below which a call runs on the calling thread alone
-THREADED_MIN_WORK = 1 << 18
-_POOL: Any = None
-
-
-def _pool(workers: int) -> Any:
-    """A thread pool of ``workers`` threads (the interpreter releases the GIL), made once."""
-    global _POOL
-    if _POOL is None or _POOL._max_workers < workers:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jacacc-table")
-    return _POOL
-
-
 def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: int = NUMBA_BLOCK,
                        fastmath: bool = False) -> Callable[..., None]:
     """The table run by a Numba interpreter of its operations (compiled once per operation set
     and dtype, and cached on disk).
 
-    The points are split into one contiguous share per thread (Numba's thread count,
-    :func:`numba.get_num_threads`), each run by the interpreter with the GIL released; small
-    calls run on the calling thread.
+    The points are split into one contiguous share per thread (:func:`~jacacc.kernels.threads.run_blocks`),
+    each run by the interpreter with the GIL released; small calls run on the calling thread.
 
     Returns ``run(X, V, J)`` (C-contiguous ``dtype`` arrays of shapes ``(N, n_inputs)``, ``(N, m)``
     and ``(N, len(outputs) − m)``: the first ``m`` results go to ``V``, the rest to ``J``) with
@@ -548,19 +533,8 @@ def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: i
         return time.perf_counter() - start
 
     def run(X: np.ndarray, V: np.ndarray, J: np.ndarray) -> None:
-        import numba
-
-        N = X.shape[0]
-        threads = min(numba.get_num_threads(), -(-N // block))
-        if threads <= 1 or N * work_per_point < THREADED_MIN_WORK:
-            module.table_kernel(X, V, J, *args, 0, N)
-            return
-        blocks = -(-N // block)
-        share = -(-blocks // threads) * block  # whole blocks per thread
-        futures = [_pool(threads).submit(module.table_kernel, X, V, J, *args, first, min(first + share, N))
-                   for first in range(0, N, share)]
-        for future in futures:
-            future.result()
+        run_blocks(lambda first, last: module.table_kernel(X, V, J, *args, first, last), X.shape[0], block,
+                   work_per_point)
 
     run.build = build  # type: ignore[attr-defined]
     return run

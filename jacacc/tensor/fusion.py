@@ -125,7 +125,6 @@ from typing import Any
 import numpy as np
 
 from jacacc import kernels, ops
-from jacacc.progress import slow_work
 from jacacc.elementwise.derive import substitute
 from jacacc.elementwise.parse import (
     FUNCTIONS,
@@ -146,6 +145,7 @@ from jacacc.elementwise.parse import (
     expression_text,
     walk,
 )
+from jacacc.progress import slow_work
 from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,

@@ -168,7 +168,9 @@ def test_numba_interpreter_shares_points_between_threads(drawn, monkeypatch):
     program, table = drawn[0]
     X = np.random.default_rng(2).uniform(-2, 2, (2051, 3))
     one = run_table(tables.numba_table_kernel(table), table, X)
-    monkeypatch.setattr(tables, "THREADED_MIN_WORK", 0)
+    from jacacc.kernels import threads
+
+    monkeypatch.setattr(threads, "THREADED_MIN_WORK", 0)
     import numba
 
     if numba.get_num_threads() < 2:
