@@ -287,3 +287,31 @@ def test_interpreter_compiled_in_one_process_is_loaded_by_the_next(tmp_path):
 
     assert run() == {"tier": "table", "hits": 0, "misses": 1}
     assert run() == {"tier": "table", "hits": 1, "misses": 0}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cupy_table_tier_matches_the_straight_line_reference(dtype, cupy_gpu):
+    """The CUDA interpreter on a GPU: host and device points, device buffers written in place, and
+    more points than one launch's register file holds (several chunks)."""
+    cp = cupy_gpu
+    tol = 1e-12 if dtype == "float64" else 2e-3
+    traced, X = _roe()
+    Vr, Jr = jacacc.compile(traced, backend="numpy", backend_options={"tier": "straight"}).values_and_jacobians(X)
+    k = jacacc.compile(traced, backend="cupy", dtype=dtype, backend_options={"tier": "table"})
+    assert k.tier == "table"
+    V, J = k.values_and_jacobians(X)
+    np.testing.assert_allclose(J, Jr, rtol=tol, atol=tol)
+    np.testing.assert_allclose(V, Vr, rtol=tol, atol=tol)
+    Xd = cp.asarray(X, dtype=dtype)
+    Jbuf = cp.full((len(X), *Jr.shape[1:]), cp.nan, dtype=dtype)
+    assert k(Xd, out=Jbuf) is Jbuf
+    np.testing.assert_allclose(cp.asnumpy(Jbuf), Jr, rtol=tol, atol=tol)
+    table = k.program.table()
+    chunk_bytes = table.n_registers * np.dtype(dtype).itemsize * 4  # four points per launch
+    from unittest import mock
+
+    with mock.patch.object(tables, "CUDA_REGISTER_BYTES", chunk_bytes):
+        again = jacacc.compile(traced, backend="cupy", dtype=dtype, cache=False,
+                               backend_options={"tier": "table"})
+        np.testing.assert_allclose(again(X), Jr, rtol=tol, atol=tol)
