@@ -132,7 +132,9 @@ class SlowWork:
         self.start = time.perf_counter()
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
-        if shown:
+        if shown and delay <= 0:  # at once, on this thread: nothing to wait for
+            self._announce()
+        elif shown:
             self._timer = threading.Timer(delay, self._announce)
             self._timer.daemon = True
             self._timer.start()
