@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc.errors import GraphError, RegistryError, UnsupportedOperationError
-from jacacc.graph import CompGraph, real_array
+from jacacc.graph import CompGraph, gc_paused, real_array
 from jacacc.kernels.tables import InstructionTable, results_of
 from jacacc.partials import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var, parse_expr
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
@@ -180,7 +180,9 @@ class JacobianProgram:
         ``m`` values, then the ``m·n`` Jacobian entries row by row, as its results."""
         if self._table is None:
             results = results_of(self.values, self.jacobian, self.n_inputs)
-            self._table = InstructionTable.build(self.inputs, [(s.name, s.expr) for s in self.statements], results)
+            with gc_paused():
+                self._table = InstructionTable.build(self.inputs, [(s.name, s.expr) for s in self.statements],
+                                                     results)
         return self._table
 
     def listing(self) -> str:
@@ -473,7 +475,8 @@ def lower(graph: CompGraph, schedule: Schedule) -> JacobianProgram:
     >>> prog.mults, prog.skipped, prog.folded
     (4, 4, 0)
     """
-    return _Lowering(graph, schedule).run()
+    with gc_paused():  # hundreds of thousands of expressions and no garbage: see graph.gc_paused
+        return _Lowering(graph, schedule).run()
 
 
 def fingerprint(graph: CompGraph, schedule: Schedule | None = None) -> str:

@@ -223,29 +223,36 @@ class _Flattener:
     def assign(self, name: str, expr: Expr) -> None:
         self.names[name] = self.value(expr)
 
+    def leaf(self, e: Expr) -> int:
+        """The value number of a variable or a constant."""
+        if isinstance(e, Const):
+            return self.constant(e.value)
+        number = self.names.get(e.name) if isinstance(e, Var) else None
+        if number is None:
+            if isinstance(e, Var):
+                raise ValueError(f"instruction table: {e.name!r} is read before it is assigned")
+            raise TypeError(f"instruction table: cannot read {e!r}")
+        return number
+
     def value(self, expr: Expr) -> int:
         """The value number of ``expr``, emitting its operations (iteratively: programs nest deep)."""
+        if isinstance(expr, Apply) and not any(isinstance(a, Apply) for a in expr.args):
+            return self.apply(expr, [self.leaf(a) for a in expr.args])  # the common case: one operation
+        if not isinstance(expr, Apply):
+            return self.leaf(expr)
         stack: list[tuple[Expr, bool]] = [(expr, False)]
         done: dict[int, int] = {}
         while stack:
             e, expanded = stack.pop()
             if id(e) in done:
                 continue
-            if isinstance(e, Var):
-                number = self.names.get(e.name)
-                if number is None:
-                    raise ValueError(f"instruction table: {e.name!r} is read before it is assigned")
-                done[id(e)] = number
-            elif isinstance(e, Const):
-                done[id(e)] = self.constant(e.value)
-            elif isinstance(e, Apply):
-                if not expanded:
-                    stack.append((e, True))
-                    stack.extend((a, False) for a in e.args)
-                    continue
-                done[id(e)] = self.apply(e, [done[id(a)] for a in e.args])
+            if not isinstance(e, Apply):
+                done[id(e)] = self.leaf(e)
+            elif not expanded:
+                stack.append((e, True))
+                stack.extend((a, False) for a in e.args)
             else:
-                raise TypeError(f"instruction table: cannot read {e!r}")
+                done[id(e)] = self.apply(e, [done[id(a)] for a in e.args])
         return done[id(expr)]
 
     def apply(self, e: Apply, operands: list[int]) -> int:
