@@ -45,7 +45,7 @@ Every result is checked against JAX's (PyTorch's where JAX failed) before it
 is timed: the largest entry difference relative to the largest reference
 entry must be at most 1e-8; a mismatch is recorded (``status: mismatch``) and
 never timed.  Timing: the first call alone (``first_call_s``: trace, plan or
-compile, and one evaluation), one warm-up call, then ``--repeats`` samples
+compile, and one evaluation), three warm-up calls (jacacc's fused regions compile on their third), then ``--repeats`` samples
 (default 7), each a call looped for at least 20 ms and averaged, taken in rounds
 that time every library once each (a slow stretch of the shared host then
 costs each library one sample, not one library all of them); the row keeps
@@ -544,18 +544,26 @@ def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
 
 
 # =========================================================================== measuring
+#: warm-up calls before the samples: enough for jacacc's fused regions to have compiled (they run node by
+#: node for their first ``fusion.COMPILE_AFTER`` calls), so that every sample is a warm call
+WARM_UP_CALLS = 3
+
+
 def timed_samples(call: Callable[[], Any], repeats: int, min_time: float) -> list[float]:
-    """One warm-up call, then ``repeats`` samples (each ``call`` looped for ``min_time`` and averaged)."""
+    """:data:`WARM_UP_CALLS` warm-up calls, then ``repeats`` samples (each ``call`` looped for ``min_time``
+    and averaged)."""
     return interleaved_samples([call], repeats, min_time)[0]
 
 
 def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: float) -> list[list[float]]:
     """``repeats`` samples of each call (looped for ``min_time`` and averaged), taken in rounds -- one
-    sample of every call per round -- after one warm-up call each.  A stretch in which the machine runs
+    sample of every call per round -- after the warm-up calls.  A stretch in which the machine runs
     slow (seconds of it were seen on this shared host, doubling every time measured in them) then
-    slows one sample of each library, not all the samples of one, and the ratios of best times hold."""
+    slows one sample of each library, not all the samples of one, and the ratios of best times hold.
+    Each call is warmed up :data:`WARM_UP_CALLS` times first (jacacc's regions compile on their third)."""
     for call in calls:
-        call()
+        for _ in range(WARM_UP_CALLS):
+            call()
     samples: list[list[float]] = [[] for _ in calls]
     for _ in range(repeats):
         for call, mine in zip(calls, samples, strict=True):
@@ -935,7 +943,7 @@ def main(argv: list[str] | None = None) -> int:
         "tolerance": TOLERANCE, "reference": "jax (torch where jax failed)",
         "hyperparameters": {"lam": LAM, "delta": DELTA, "nu": NU, "gamma": GAMMA, "rho": RHO, "l1": L1, "eps": EPS,
                             "sigma": SIGMA, "tv": TV},
-        "timing": "first call alone; one warm-up call; then `repeats` samples, each a call looped for at least "
+        "timing": "first call alone; three warm-up calls; then `repeats` samples, each a call looped for at least "
                   "`min_sample_s` and averaged; best and median sample",
         "ratio": "jacacc best time / best peer's best time (< 1: jacacc faster)",
         "methods": DESCRIPTIONS, "threads": 1, "load_average_before": load_average(), "source": source_state(),
