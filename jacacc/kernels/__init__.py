@@ -22,7 +22,13 @@ its own, so no element is written twice: no atomics, no scatter.
   spellings, the vectorizable Numba helpers (``_exp``, ``_log``, ``_logaddexp``,
   ``_tanh``, ``_erf``) and the Numba and CUDA preambles;
 * :mod:`~jacacc.kernels.inline`: the helpers written into the statements that
-  call them (:func:`inline_helpers`) before Numba compiles a module.
+  call them (:func:`inline_helpers`) before Numba compiles a module;
+* :mod:`~jacacc.kernels.tables`: straight-line programs as instruction tables,
+  run by interpreters compiled once per backend, operation set and dtype (the
+  scalar schedules' ``table`` tier, whose compile time does not grow with the
+  program);
+* :mod:`~jacacc.kernels.threads`: a ``nogil`` kernel of a range of points run on
+  shares of whole blocks, one per thread (the scalar schedules' parallelism).
 
 Who emits through the layer: elementwise functions and their derivatives
 (:mod:`jacacc.elementwise.compiled`) and the tensor evaluator's fused regions
