@@ -760,7 +760,7 @@ def test_first_calls_run_node_by_node_then_the_kernel(monkeypatch: pytest.Monkey
 
     program, kernel = fresh()
     for call in (1, 2):
-        assert program(X)[0] == reference  # node by node: the unfused program's own numbers
+        _close(program(X)[0], reference, rtol=1e-14)  # node by node, as the unfused program computes
         assert kernel.calls == call and kernel.first_call_seconds is None
     _close(program(X)[0], reference)
     assert kernel.first_call_seconds is not None and kernel.compiled_now()
