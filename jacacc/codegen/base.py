@@ -67,7 +67,7 @@ from jacacc.kernels.tables import InstructionTable, results_of
 from jacacc.partials import FUNCTIONS, Apply, Const, Expr, ExprPrinter, Var, parse_expr
 from jacacc.schedule import Add, Op, Schedule, SplitAdd
 
-__all__ = ["TIERS", "Backend", "CodePrinter", "JacobianProgram", "Statement", "fingerprint", "lower", "register_source"]
+__all__ = ["TABLE_THRESHOLD", "TIERS", "Backend", "CodePrinter", "JacobianProgram", "Statement", "fingerprint", "lower", "register_source"]
 
 Node = Hashable
 
@@ -596,6 +596,10 @@ class CodePrinter(ExprPrinter):
 #: ``table`` (an instruction table run by an interpreter compiled once, :mod:`jacacc.kernels.tables`)
 #: or ``auto`` (straight-line up to the backend's ``table_threshold`` statements, a table above)
 TIERS = ("auto", "straight", "table")
+#: programs longer than this (statements) run as instruction tables under tier "auto" (the numba and
+#: cupy backends); measured by experiments/compile_scaling.py: from about 3 000 statements the table
+#: runs as fast as the straight-line kernel, which by then takes over 10 s to compile
+TABLE_THRESHOLD = 1000
 
 
 class Backend:
@@ -637,6 +641,22 @@ class Backend:
 
     def compile_time_note(self) -> str:
         return ""
+
+
+def host_runner(prog: JacobianProgram, fill: Any) -> Any:
+    """``run(X, V=None, J=None) -> (V, J)`` around ``fill(X, V, J2)``, which writes every entry of
+    the values ``V`` ``(N, m)`` and of the Jacobians viewed as ``J2`` ``(N, m·n)``: the buffers
+    allocated where not given.  The host backends' loaders share it."""
+    m, n = prog.n_outputs, prog.n_inputs
+
+    def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        N = X.shape[0]
+        V = np.empty((N, m), dtype=X.dtype) if V is None else V
+        J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
+        fill(X, V, J.reshape(N, m * n))
+        return V, J
+
+    return run
 
 
 def as_points(X: Any, n_inputs: int, dtype: str) -> tuple[np.ndarray, bool]:

@@ -242,7 +242,6 @@ class Kernel:
         width = max(len(k) for k, _ in rows)
         return "Kernel\n" + "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
-
     def _tier_text(self) -> str:
         if self.tier == "straight":
             return "straight-line"

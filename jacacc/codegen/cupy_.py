@@ -25,8 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc import kernels
-from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, register_source
-from jacacc.codegen.numba_ import TABLE_THRESHOLD
+from jacacc.codegen.base import TABLE_THRESHOLD, Backend, CodePrinter, JacobianProgram, register_source
 from jacacc.errors import require_extra
 from jacacc.kernels import tables
 from jacacc.partials import FUNCTIONS, PREC_ADD, PREC_POW, Apply, Const, Expr

@@ -51,7 +51,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jacacc import kernels
-from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, Statement, register_source
+from jacacc.codegen.base import (
+    TABLE_THRESHOLD,
+    Backend,
+    CodePrinter,
+    JacobianProgram,
+    Statement,
+    host_runner,
+    register_source,
+)
 from jacacc.errors import RegistryError, require_extra
 from jacacc.kernels import tables
 from jacacc.kernels.threads import run_blocks
@@ -67,10 +75,6 @@ VECTOR_MATH_MAX_STATEMENTS = 1500
 
 #: smallest and largest automatic block (points); powers of two, multiples of any SIMD width
 MIN_BLOCK, MAX_BLOCK = 8, 256
-#: programs longer than this (statements) run as instruction tables (tier "auto"); measured by
-#: experiments/compile_scaling.py: past it a straight-line kernel's compilation costs more seconds
-#: than an interpreted table loses on every call at 10^4 points
-TABLE_THRESHOLD = 1000
 
 
 def block_size(rows: int, itemsize: int = 8, budget: int = BLOCK_BYTES) -> int:
@@ -333,7 +337,6 @@ class NumbaBackend(Backend):
         dispatcher = namespace["kernel"]
         nb_type = getattr(numba.types, dtype)
         signature = (nb_type[:, ::1], nb_type[:, ::1], nb_type[:, ::1], numba.types.int64, numba.types.int64)
-        m, n = prog.n_outputs, prog.n_inputs
         block = int(namespace["BLOCK"])
         work = max(len(prog.statements), 1)
 
@@ -342,30 +345,17 @@ class NumbaBackend(Backend):
             dispatcher.compile(signature)
             return time.perf_counter() - start
 
-        def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-            N = X.shape[0]
-            V = np.empty((N, m), dtype=X.dtype) if V is None else V
-            J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
-            J2 = J.reshape(N, m * n)  # every entry is written, structural zeros too
-            run_blocks(lambda first, last: dispatcher(X, V, J2, first, last), N, block, work)
-            return V, J
+        def fill(X: np.ndarray, V: np.ndarray, J2: np.ndarray) -> None:  # every entry, structural zeros too
+            run_blocks(lambda first, last: dispatcher(X, V, J2, first, last), X.shape[0], block, work)
 
+        run = host_runner(prog, fill)
         run.build = build  # type: ignore[attr-defined]
         return run
 
     def _load_table(self, prog: JacobianProgram, dtype: str) -> Any:
         """The table tier: the program's instruction table run by the Numba interpreter."""
-        require_extra("numba", "cpu")
         kernel = tables.numba_table_kernel(prog.table(), dtype, self.block or tables.NUMBA_BLOCK,
                                            fastmath=bool(self.fastmath))
-        m, n = prog.n_outputs, prog.n_inputs
-
-        def run(X: np.ndarray, V: np.ndarray | None = None, J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-            N = X.shape[0]
-            V = np.empty((N, m), dtype=X.dtype) if V is None else V
-            J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
-            kernel(X, V, J.reshape(N, m * n))
-            return V, J
-
+        run = host_runner(prog, kernel)
         run.build = kernel.build  # type: ignore[attr-defined]
         return run

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, register_source
+from jacacc.codegen.base import Backend, CodePrinter, JacobianProgram, host_runner, register_source
 from jacacc.kernels import tables
 from jacacc.partials import FUNCTIONS, NUMPY_NAMES, Apply, Expr
 
@@ -99,18 +99,7 @@ class NumpyBackend(Backend):
 
     def load(self, source: str, prog: JacobianProgram, dtype: str) -> Any:
         if self.uses_table(prog):
-            table_run = tables.numpy_table_kernel(prog.table())
-            m, n = prog.n_outputs, prog.n_inputs
-
-            def run_table(X: np.ndarray, V: np.ndarray | None = None,
-                          J: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-                N = X.shape[0]
-                V = np.empty((N, m), dtype=X.dtype) if V is None else V
-                J = np.empty((N, m, n), dtype=X.dtype) if J is None else J
-                table_run(X, V, J.reshape(N, m * n))
-                return V, J
-
-            return run_table
+            return host_runner(prog, tables.numpy_table_kernel(prog.table()))
         filename = register_source(source, self.name)
         namespace: dict[str, Any] = {}
         exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
