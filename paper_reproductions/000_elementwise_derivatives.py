@@ -54,8 +54,9 @@ from fractions import Fraction
 import numpy as np
 
 import jacacc.elementwise as ew
-from jacacc.elementwise.parse import Read, Summation, parse, walk
+from jacacc.elementwise.parse import parse
 from jacacc.intlin import LoopBound, nested_bounds, smith_normal_form
+from jacacc.kernels.ir import Read, Summation, walk
 
 QUICK = bool(os.environ.get("QUICK"))
 RTOL = 1e-10

@@ -37,9 +37,10 @@ import numpy as np
 from jacacc import kernels
 from jacacc.elementwise import derive
 from jacacc.elementwise.function import checked_array
-from jacacc.elementwise.parse import Definition, SourceError, Summation
+from jacacc.elementwise.parse import SourceError
 from jacacc.errors import RegistryError, require_extra
 from jacacc.kernels import PARALLEL_MIN_ELEMENTS
+from jacacc.kernels.ir import Definition, Summation
 
 if TYPE_CHECKING:
     from jacacc.elementwise.function import ElementwiseFunction

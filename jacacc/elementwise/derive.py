@@ -40,9 +40,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from jacacc import ops
-from jacacc.elementwise.parse import (
+from jacacc.elementwise.parse import FUNCTIONS, SourceError, unparse
+from jacacc.elementwise.system import Context, interval
+from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
+from jacacc.kernels.ir import (
     CHILDREN,
-    FUNCTIONS,
     OPERANDS,
     Affine,
     Binary,
@@ -56,21 +58,19 @@ from jacacc.elementwise.parse import (
     Power,
     Quotient,
     Read,
-    SourceError,
     Summation,
     Unary,
     chain,
     expression_text,
     free_indices,
     rebuild,
-    unparse,
+    rename_binders,
+    substitute,
     walk,
 )
-from jacacc.elementwise.system import Context, interval
-from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
 
 __all__ = ["ElementwiseBuilder", "Occurrence", "Pointwise", "Recall", "cotangent_name", "derivative", "occurrences",
-           "pointwise_key", "pointwise_values", "recall_inside", "stored_values", "substitute"]
+           "pointwise_key", "pointwise_values", "recall_inside", "stored_values"]
 
 
 def cotangent_name(function: str) -> str:
@@ -240,62 +240,6 @@ def occurrences(body: Node, argument: str, context: Context) -> Iterator[Occurre
             yield from visit(sub, factors if local is None else (*factors, local), inner)
 
     yield from visit(body, (), context)
-
-
-# ----------------------------------------------------------------------------- substitution
-
-
-def substitute(node: Node, env: Mapping[str, Affine]) -> Node:
-    """``node`` with the indices in ``env`` replaced by affine forms (reads, limits, brackets)."""
-    if isinstance(node, Read):
-        return Read(node.column, node.argument, tuple(a.substitute(env) for a in node.indices))
-    if isinstance(node, Number):
-        return node
-    if isinstance(node, Unary):
-        return Unary(node.column, substitute(node.operand, env))
-    if isinstance(node, Binary):
-        return Binary(node.column, node.op, substitute(node.left, env), substitute(node.right, env))
-    if isinstance(node, Power):
-        return Power(node.column, substitute(node.base, env), node.exponent)
-    if isinstance(node, Call):
-        return Call(node.column, node.function, *(substitute(a, env) for a in node.arguments()))
-    if isinstance(node, Summation):
-        inner = {k: v for k, v in env.items() if k != node.index}
-        return Summation(node.column, node.index, tuple(_limit(lim, env) for lim in node.lower),
-                         tuple(_limit(lim, env) for lim in node.upper), substitute(node.body, inner))
-    if isinstance(node, Guard):
-        conditions = tuple(Condition(c.form.substitute(env), c.relation, c.modulus) for c in node.conditions)
-        return Guard(node.column, conditions, substitute(node.body, env))
-    raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
-
-
-def _limit(limit: Limit, env: Mapping[str, Affine]) -> Limit:
-    return Limit(limit.numerator.substitute(env), limit.divisor)
-
-
-def rename_binders(node: Node, taken: set[str], scope: frozenset[str] = frozenset()) -> Node:
-    """Rename summation indices that clash with ``taken`` (updated with the names given) when
-    ``scope`` is empty at the top, or that shadow an enclosing binder in ``scope`` — so
-    substitutions cannot capture and the printed text parses back."""
-    if isinstance(node, Summation):
-        name = node.index
-        if name in taken or name in scope:
-            while name in taken or name in scope:
-                name += "_"
-        taken.add(name)
-        body = substitute(node.body, {node.index: Affine.of(name)}) if name != node.index else node.body
-        inner = rename_binders(body, taken, scope | {name})
-        if name == node.index and inner is node.body:
-            return node
-        return Summation(node.column, name, node.lower, node.upper, inner)
-    fields = {}
-    for child in CHILDREN:
-        sub = getattr(node, child, None)
-        if isinstance(sub, Node):
-            new = rename_binders(sub, taken, scope)
-            if new is not sub:
-                fields[child] = new
-    return type(node)(**{**node.__dict__, **fields}) if fields else node
 
 
 # ----------------------------------------------------------------------------- one term (§5.1, Algorithm 4)

@@ -38,7 +38,12 @@ import numpy as np
 import jacacc.iverson as iv
 from jacacc import kernels
 from jacacc.elementwise import derive
-from jacacc.elementwise.parse import (
+from jacacc.elementwise.parse import SourceError, parse
+from jacacc.elementwise.system import Context
+from jacacc.errors import DTypeError, RegistryError, require_real_dtype
+from jacacc.intlin import range_escape
+from jacacc.iverson.syntax import Affine as IvAffine
+from jacacc.kernels.ir import (
     CHILDREN,
     Affine,
     Binary,
@@ -50,16 +55,10 @@ from jacacc.elementwise.parse import (
     Number,
     Power,
     Read,
-    SourceError,
     Summation,
     Unary,
     expression_text,
-    parse,
 )
-from jacacc.elementwise.system import Context
-from jacacc.errors import DTypeError, RegistryError, require_real_dtype
-from jacacc.intlin import range_escape
-from jacacc.iverson.syntax import Affine as IvAffine
 
 __all__ = ["BACKENDS", "ElementwiseFunction", "checked_array", "define"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jacacc.elementwise.parse import Affine, Condition, Guard, Limit, Node, Quotient, Summation
 from jacacc.intlin import Form
+from jacacc.kernels.ir import Affine, Condition, Guard, Limit, Node, Quotient, Summation
 
 __all__ = ["Context", "System", "interval"]
 

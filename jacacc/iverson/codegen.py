@@ -1,31 +1,35 @@
-"""Code generation for the tensor language: Numba loop nests and vectorized NumPy (paper 001 §4.3's model made real).
+"""Code generation for the tensor language: kernel-layer loops and vectorized NumPy (paper 001 §4.3's model made real).
 
 :func:`compile` brings a program to gen push-out form (lets at the top, every
-⊞ outermost in its binding; :mod:`~jacacc.iverson.normalize`) and prints it
-as Python source, registered with :mod:`linecache` so tracebacks show it:
+⊞ outermost in its binding; :mod:`~jacacc.iverson.normalize`) and generates:
 
 ``"numba"``
-    loop nests compiled with ``numba.njit``.  Brackets are compiled into the
-    loops instead of being tested at every point: an index comparison whose
-    innermost index is a loop variable narrows that loop (``a·i + r ≥ 0``
-    becomes a bound by floor / ceiling division) or replaces it by a single
-    value (``a·i + r = 0``: ``i = −r / a`` when ``a`` divides ``r``), and is
-    otherwise tested as early as its indices are known.  A ⊞ whose body is a
-    sum of bracketed terms fills its zero-initialized output term by term,
-    each over its own support — so the gradient of trace ``⊞_i ⊞_j [i = j]``
-    runs in O(n), as §4.3's cost model counts it.  Sums accumulate in
-    the interpreter's order (bit-for-bit the same sums); data comparisons are
-    evaluated after the index comparisons of their bracket (they may read
-    what those guard).
+    the program lowered onto the kernel IR (:func:`~jacacc.iverson.lower.lower`:
+    a :class:`~jacacc.kernels.ir.Definition` per term of each binding) and each
+    definition compiled by the kernel layer (:mod:`jacacc.kernels.support`),
+    run binding by binding.  Brackets are compiled into the loops instead of
+    being tested at every point: index comparisons become Fourier–Motzkin loop
+    bounds, and an equality fixes its index instead of looping over it
+    (``a·i + r = 0``: ``i = −r / a`` where ``a`` divides ``r``).  A ⊞ whose
+    body is a sum of bracketed terms fills its zero-initialized output term by
+    term, each over its own support — so the gradient of trace ``⊞_i ⊞_j [i = j]``
+    runs in O(n), as §4.3's cost model counts it.  Sums accumulate in the
+    interpreter's order, without fast-math flags; data comparisons are evaluated
+    after the index comparisons of their bracket (they may read what those
+    guard).  The definitions are named canonically, so the steps of a
+    recurrence share one compiled kernel: compile time grows with the number of
+    distinct steps, not with the program's length.  Outputs of 32 768 elements
+    or more run their outermost loop in parallel (``prange``).
+``"loops"``
+    the same kernels run by the Python interpreter: for reading and debugging
+    generated code (``.source``).
 ``"numpy"``
     whole-array code: the program's :mod:`~jacacc.iverson.arrays` translation
     printed as straight-line NumPy statements (index grids, gathers,
     ``np.where``, ``np.sum`` over an axis) — vectorized, dense.
 
-Both take the program's inputs as keyword arrays (extra ones ignored) and
-return what :func:`~jacacc.iverson.interpret.evaluate` returns.  Generated
-expressions never nest more than :data:`MAX_NESTING` operations: deeper ones
-are split into named intermediates (``t3 = …``), so deep programs compile.
+All take the program's inputs as keyword arrays (extra ones ignored) and
+return what :func:`~jacacc.iverson.interpret.evaluate` returns.
 
 Examples
 --------
@@ -44,6 +48,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -51,48 +56,25 @@ import numpy as np
 
 from jacacc import kernels
 from jacacc.errors import RegistryError, require_extra
-from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.arrays import _Lib, _value
 from jacacc.iverson.check import check
 from jacacc.iverson.interpret import bind_arrays
-from jacacc.iverson.normalize import _pushout, bindings_of, gen_pushout
+from jacacc.iverson.lower import LoweredProgram, Term, lower
+from jacacc.iverson.normalize import bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
     FUNCTIONS,
-    Access,
-    Add,
-    Affine,
-    And,
-    BoolConst,
-    Bracket,
-    Cmp,
-    Const,
-    DataCmp,
     Expr,
-    Func,
-    Gen,
     IvTypeError,
-    Mul,
-    Or,
     Pair,
     PairType,
-    Pred,
-    Sum,
     Var,
-    conjoin,
-    conjuncts,
-    fresh,
-    has_data_atoms,
-    index,
-    index_part,
     operation_name,
-    unshadowed,
 )
+from jacacc.kernels.support import support_source
 
 __all__ = ["BACKENDS", "CompiledProgram", "compile"]
 
 _CACHE: dict[tuple, CompiledProgram] = {}
-#: operations nested in one generated expression before an intermediate is named
-MAX_NESTING = 16
 
 
 class CompiledProgram:
@@ -129,7 +111,7 @@ class CompiledProgram:
         with np.errstate(all="ignore"):  # as the interpreter: IEEE results, not warnings
             if self.takes_out:
                 buffer = np.zeros(self.expr.type) if out is None else out
-                return self.kernel(*args, buffer)
+                return self.kernel(*args, buffer, reused=out is not None)
             result = _result(self.kernel(*args))
         if out is not None:
             out[...] = result
@@ -183,340 +165,109 @@ def _namespace(backend: str) -> dict[str, Any]:
     return kernels.modules(backend)
 
 
-def _identifier(prefix: str, counter: itertools.count) -> str:
-    return f"{prefix}{next(counter)}"
+# ----------------------------------------------------------------------------- loop kernels
 
 
-# ----------------------------------------------------------------------------- Numba loop nests
+class _Runner:
+    """A lowered program (:func:`~jacacc.iverson.lower.lower`) run binding by binding: each term one
+    kernel of the kernel layer (:mod:`jacacc.kernels.support`), each binding a buffer.
 
+    Called as ``run(*inputs)``, or ``run(*inputs, out)`` for a tensor result (``reused``: ``out`` holds
+    an earlier result, so the supports of a result built from several terms are cleared first)."""
 
-class _LoopPrinter:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 1
-        self.counter = itertools.count()
-        self.vars: dict[str, str] = {}
-        self.indices: dict[str, str] = {}
+    def __init__(self, program: LoweredProgram, make: Callable[[Term, tuple[int, ...]], Callable[..., None]]) -> None:
+        self.inputs = list(program.inputs)
+        self.result = program.result
+        self.steps = [(b.name, b.shape, [(make(t, b.shape), t.arguments) for t in b.terms],
+                       [make(t, b.shape) for t in b.clear]) for b in program.bindings]
+        #: the distinct kernels (terms of the same definition share one)
+        self.kernels = list({id(k): k for _, _, terms, clear in self.steps
+                             for k in [*(k for k, _ in terms), *clear]}.values())
 
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
-
-    def temp(self, prefix: str = "t") -> str:
-        return _identifier(prefix, self.counter)
-
-    # --- index expressions and predicates
-    def affine(self, a: Affine) -> str:
-        parts = [str(a.const)] if a.const or not a.coeffs else []
-        for name, c in a.coeffs:
-            parts.append(f"{c} * {self.indices[name]}" if c != 1 else self.indices[name])
-        return " + ".join(parts) if parts else "0"
-
-    def predicate(self, p: Pred) -> str:
-        if isinstance(p, Cmp):
-            op = {"==": "==", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[p.op]
-            return f"({self.affine(p.lhs)} {op} {self.affine(p.rhs)})"
-        if isinstance(p, DataCmp):
-            return f"({self.scalar(p.lhs)} {p.op} {self.scalar(p.rhs)})"
-        if isinstance(p, And):
-            return f"({self.predicate(p.a)} and {self.predicate(p.b)})"
-        if isinstance(p, Or):
-            return f"({self.predicate(p.a)} or {self.predicate(p.b)})"
-        assert isinstance(p, BoolConst)
-        return "True" if p.value else "False"
-
-    # --- loops narrowed by the comparisons of a conjunction
-    def loops(self, scope: list[tuple[str, int]], atoms: list[Cmp], rest: Pred | None,
-              body: Callable[[], None]) -> None:
-        """Emit loops over ``scope`` where every comparison of ``atoms`` holds (narrowing each loop by
-        the comparisons whose innermost index it is), then test ``rest`` and run ``body``."""
-        opened = 0
-        position = {name: k for k, (name, _) in enumerate(scope)}
-        outer = [c for c in atoms if _innermost(c, position) == -1]  # only enclosing indices: test first
-        pending = [c for c in atoms if _innermost(c, position) != -1]
-        if outer:
-            self.emit(f"if {' and '.join(self.predicate(c) for c in outer)}:")
-            self.depth += 1
-            opened += 1
-        for k, (name, extent) in enumerate(scope):
-            ident = self.temp("i")
-            self.indices[name] = ident
-            mine = [c for c in pending if _innermost(c, position) == k]
-            pending = [c for c in pending if c not in mine]
-            equalities = [c for c in mine if c.normal()[0] == "==" and c.normal()[1].coeff(name) != 0]
-            lo, hi = "0", str(extent - 1)
-            checks: list[str] = []
-            if equalities:
-                rel, a = equalities[0].normal()
-                coeff = a.coeff(name)
-                r = self.temp("r")
-                self.emit(f"{r} = {self.affine(a.without(name))}")
-                if abs(coeff) != 1:
-                    self.emit(f"if (-{r}) % {coeff} == 0:")
-                    self.depth += 1
-                    opened += 1
-                self.emit(f"{ident} = (-{r}) // {coeff}")
-                checks.append(f"0 <= {ident} <= {extent - 1}")
-                checks += [self.predicate(c) for c in mine if c is not equalities[0]]
+    def __call__(self, *args: Any, reused: bool = False) -> Any:
+        values = {name: _buffer_of(a) for name, a in zip(self.inputs, args, strict=False)}
+        out = args[len(self.inputs)] if len(args) > len(self.inputs) else None
+        last = self.steps[-1][0] if self.steps else None
+        target = self.result.name if isinstance(self.result, Var) else None
+        for name, shape, terms, clear in self.steps:
+            into = out if out is not None and name == target == last else None
+            if into is None:
+                buffer = np.zeros(shape or (1,))
             else:
-                for c in mine:
-                    rel, a = c.normal()
-                    coeff = a.coeff(name)
-                    if rel == "==" or coeff == 0:
-                        checks.append(self.predicate(c))
-                        continue
-                    rest_code = self.affine(a.without(name))
-                    if coeff > 0:  # coeff·i + r ≥ 0  ⇒  i ≥ ⌈-r / coeff⌉ = -(r // coeff)
-                        lo = f"max({lo}, -(({rest_code}) // {coeff}))"
-                    else:  # i ≤ ⌊r / |coeff|⌋
-                        hi = f"min({hi}, ({rest_code}) // {-coeff})"
-                self.emit(f"for {ident} in range({lo}, ({hi}) + 1):")
-                self.depth += 1
-                opened += 1
-            if checks:
-                self.emit(f"if {' and '.join(checks)}:")
-                self.depth += 1
-                opened += 1
-        assert not pending, "every comparison is tested at its innermost index"
-        if rest is not None:
-            self.guarded(rest, body)
-        else:
-            body()
-        self.depth -= opened
+                buffer = into
+                if reused:
+                    for kernel in clear:
+                        kernel(buffer)
+            for kernel, arguments in terms:
+                kernel(buffer, *(values[a] for a in arguments))
+            values[name] = buffer
+        if out is not None:
+            if not (target == last and self.steps):  # an input or an earlier binding: copied
+                out[...] = values[self.result.name].reshape(out.shape)
+            return out
+        return self._returned(self.result, values)
 
-    def guarded(self, p: Pred, body: Callable[[], None]) -> None:
-        """``if p: body`` with the index comparisons tested before any data is read."""
-        part = index_part(p)
-        opened = 0
-        if not (isinstance(part, BoolConst) and part.value):
-            self.emit(f"if {self.predicate(part)}:")
-            self.depth += 1
-            opened += 1
-        if has_data_atoms(p):
-            self.emit(f"if {self.predicate(p)}:")
-            self.depth += 1
-            opened += 1
-        body()
-        self.depth -= opened
+    def _returned(self, result: Expr, values: dict[str, np.ndarray]) -> Any:
+        if isinstance(result, Pair):
+            return (self._returned(result.a, values), self._returned(result.b, values))
+        assert isinstance(result, Var)
+        value = values[result.name]
+        return float(value.reshape(-1)[0]) if result.type == () else value
 
-    # --- scalars
-    def scalar(self, e: Expr) -> str:
-        """Code for the scalar ``e``; intermediates are named (``t3 = …``) once the expression
-        nests :data:`MAX_NESTING` operations deep (Python's parser refuses deeply nested
-        parentheses, and a 1000-step program must still compile)."""
-        return drive(self._scalar(e))[0]
 
-    def _scalar(self, e: Expr) -> Step:
-        """(code, nesting depth) of ``e``; a step of :func:`~jacacc.iverson._stack.drive`."""
-        if isinstance(e, Const):
-            return repr(e.value), 0
-        if isinstance(e, Var):
-            return self.vars[e.name], 0
-        if isinstance(e, Access):
-            indices = []
-            target: Expr = e
-            while isinstance(target, Access):
-                indices.append(self.affine(target.idx))
-                target = target.target
-            assert isinstance(target, Var), "gen push-out leaves reads of variables only"
-            return f"{self.vars[target.name]}[{', '.join(reversed(indices))}]", 0
-        if isinstance(e, (Add, Mul)):
-            a, da = yield self._scalar(e.a)
-            b, db = yield self._scalar(e.b)
-            return self.named(f"({a} {'+' if isinstance(e, Add) else '*'} {b})", 1 + max(da, db))
-        if isinstance(e, Func):
-            arg, depth = yield self._scalar(e.arg)
-            spelling = _spelling(e.name, "numba")
-            if spelling.count("{0}") > 1 and not arg.isidentifier():
-                # a template that reads its operand more than once (relu's NaN test): compute it once
-                name = self.temp("t")
-                self.emit(f"{name} = {arg}")
-                arg, depth = name, 0
-            return self.named(kernels.call_text(spelling, [arg]), depth + 1)
-        if isinstance(e, Bracket):
-            out = self.temp("b")
-            self.emit(f"{out} = 0.0")
-            atoms, rest = _split_conjunction(e.pred)
-            self.guarded(conjoin(atoms + ([rest] if rest is not None else [])),
-                         lambda: self.emit(f"{out} = {self.scalar(e.body)}"))
-            return out, 0
-        if isinstance(e, Sum):
-            scope, inner = _peel_sums(e)
-            atoms, rest = ([], None)
-            if isinstance(inner, Bracket):
-                atoms, rest = _split_conjunction(inner.pred)
-                inner = inner.body
-            acc = self.temp("s")
-            self.emit(f"{acc} = 0.0")
-            saved = dict(self.indices)
-            self.loops(scope, atoms, rest, lambda: self.emit(f"{acc} += {self.scalar(inner)}"))
-            self.indices = saved
-            return acc, 0
-        raise AssertionError(f"not in gen push-out form: {type(e).__name__}")  # pragma: no cover
+def _buffer_of(value: Any) -> np.ndarray:
+    """An input as the kernels read it: a C-contiguous float64 array, a scalar as one element."""
+    array = np.ascontiguousarray(value, dtype=np.float64)
+    return array.reshape(1) if array.ndim == 0 else array
 
-    def named(self, code: str, depth: int) -> tuple[str, int]:
-        """``code`` itself, or a temporary holding it once it nests too deep."""
-        if depth < MAX_NESTING:
-            return code, depth
-        name = self.temp("t")
-        self.emit(f"{name} = {code}")
-        return name, 0
 
-    # --- bindings
-    def binding(self, target: str, value: Expr, preallocated: bool = False) -> None:
-        scope: list[tuple[str, int]] = []
-        body = value
-        while isinstance(body, Gen):
-            body = _peel(body, scope)
-        while body.type != ():  # a whole tensor under ⊞: entry by entry
-            name = fresh("i")
-            scope.append((name, body.type[0]))
-            body = _pushout(Access(body, index(name)))
-        if not scope:
-            self.emit(f"{target} = {self.scalar(body)}")
-            return
-        if not preallocated:
-            shape = ", ".join(str(n) for _, n in scope)
-            self.emit(f"{target} = np.zeros(({shape},))")
-        terms = _addends(body) if _has_bracket_addend(body) else [body]
-        op = "=" if len(terms) == 1 else "+="
-        if preallocated and (len(terms) > 1 or any(_has_data_guard(t) for t in terms)):
-            # ``out`` holds an earlier result: clear the supports first (terms accumulate, and a
-            # data bracket may now be false where it held)
+def _loop_source(program: LoweredProgram) -> str:
+    """The generated code for reading: each binding's terms' kernels, in order."""
+    parts = []
+    for binding in program.bindings:
+        for label, terms in (("clear", binding.clear), ("term", binding.terms)):
             for term in terms:
-                self.fill(target, scope, term, lambda _term: "0.0", "=", clear=True)
-        for term in terms:
-            self.fill(target, scope, term, self.scalar, op)
-
-    def fill(self, target: str, scope: list[tuple[str, int]], term: Expr, value: Callable[[Expr], str],
-             op: str, clear: bool = False) -> None:
-        """``target[I] op value(term)`` over the support of ``term``'s bracket (with ``clear``: over
-        the support its index comparisons allow, reading no data)."""
-        saved = dict(self.indices)
-        atoms: list[Cmp] = []
-        rest: Pred | None = None
-        if isinstance(term, Bracket):
-            atoms, rest = _split_conjunction(term.pred)
-            term = term.body
-        if clear and rest is not None:
-            part = index_part(rest)
-            rest = None if isinstance(part, BoolConst) and part.value else part
-
-        def store() -> None:
-            at = ", ".join(self.indices[name] for name, _ in scope)
-            self.emit(f"{target}[{at}] {op} {value(term)}")
-
-        self.loops(scope, atoms, rest, store)
-        self.indices = saved
+                arguments = [f"a{k}" for k in range(len(term.arguments))]
+                reads = ", ".join(f"a{k}={name}" for k, name in enumerate(term.arguments))
+                parts.append(f"# {binding.name} {label}{' += ' if term.accumulate else ' = '}({reads})\n"
+                             + support_source(term.definition, arguments, binding.shape, term.accumulate))
+    return "\n".join(parts)
 
 
-def _innermost(c: Cmp, position: dict[str, int]) -> int:
-    names = c.lhs.names | c.rhs.names
-    inside = [position[n] for n in names if n in position]
-    return max(inside) if inside else -1
+def _loop_backend(expr: Expr, backend: str) -> CompiledProgram:
+    program = lower(expr)
+    if backend == "numba":
+        require_extra("numba", "numba")
+
+        def make(term: Term, shape: tuple[int, ...]) -> Callable[..., None]:
+            parallel = len(shape) > 0 and math.prod(shape) >= kernels.PARALLEL_MIN_ELEMENTS
+            return kernels.numba_support_kernel(term.definition, _canonical(term), shape, term.accumulate,
+                                                parallel)
+    else:
+        def make(term: Term, shape: tuple[int, ...]) -> Callable[..., None]:
+            return kernels.python_support_kernel(term.definition, _canonical(term), shape, term.accumulate)
+
+    takes_out = not isinstance(expr.type, PairType) and expr.type != ()
+    return CompiledProgram(expr, backend, _loop_source(program), _Runner(program, make), list(program.inputs),
+                           takes_out)
 
 
-def _split_conjunction(p: Pred) -> tuple[list[Cmp], Pred | None]:
-    """The index comparisons of ``p``'s top-level conjunction, and what is left (None if nothing)."""
-    atoms = conjuncts(p)
-    rest = [q for q in atoms if not isinstance(q, Cmp)]
-    return [q for q in atoms if isinstance(q, Cmp)], (conjoin(rest) if rest else None)
-
-
-def _peel(e: Gen | Sum, scope: list[tuple[str, int]]) -> Expr:
-    """Append ``e``'s binder to ``scope`` (renamed if it shadows one there) and return its body."""
-    name, body = unshadowed(e, {n for n, _ in scope})
-    scope.append((name, e.extent))
-    return body
-
-
-def _peel_sums(e: Expr) -> tuple[list[tuple[str, int]], Expr]:
-    scope: list[tuple[str, int]] = []
-    while isinstance(e, Sum):
-        e = _peel(e, scope)
-    return scope, e
-
-
-def _addends(e: Expr) -> list[Expr]:
-    """The terms of a tree of additions, left to right (no recursion: the tree may be deep)."""
-    out: list[Expr] = []
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Add):
-            stack += [node.b, node.a]
-        else:
-            out.append(node)
-    return out
-
-
-def _has_data_guard(e: Expr) -> bool:
-    return isinstance(e, Bracket) and has_data_atoms(e.pred)
-
-
-def _has_bracket_addend(e: Expr) -> bool:
-    return isinstance(e, Add) and any(isinstance(t, Bracket) for t in _addends(e))
+def _canonical(term: Term) -> list[str]:
+    return [f"a{k}" for k in range(len(term.arguments))]
 
 
 def _numba_backend(expr: Expr) -> CompiledProgram:
-    """The loop nest jitted by Numba: imported from a file of the kernel layer's cache directory
-    with ``cache=True`` (:func:`jacacc.kernels.cached_module`), so a later process loads the
-    machine code; run from memory and compiled where there is no writable directory."""
-    numba = require_extra("numba", "numba")
-    source, inputs, takes_out = _loop_source(expr)
-    namespace = _namespace("numba")
-    imports = "".join(f"import {module.__name__} as {name}\n" for name, module in sorted(namespace.items()))
-    module = kernels.cached_module(f"# generated by jacacc.iverson (numba backend)\n{imports}\n{source}")
-    if module is not None:
-        kernel = numba.njit(error_model="numpy", cache=True)(module.kernel)
-    else:
-        kernel = numba.njit(error_model="numpy")(_exec(source, "numba", dict(namespace)))
-    return CompiledProgram(expr, "numba", source, kernel, inputs, takes_out)
+    """Each binding's terms as Numba kernels of the kernel layer (compiled once per distinct
+    definition, cached on disk), run in order by a Python driver."""
+    return _loop_backend(expr, "numba")
 
 
 def _python_loops_backend(expr: Expr) -> CompiledProgram:
-    """The loop source run by the Python interpreter (no Numba): for debugging generated code.
+    """The same kernels run by the Python interpreter (no Numba): for debugging generated code.
 
     The functions are Numba's spellings, NumPy's on Python floats: ``recip(0)`` is inf, not a
     :class:`ZeroDivisionError`, as in the interpreter."""
-    source, inputs, takes_out = _loop_source(expr)
-    return CompiledProgram(expr, "loops", source, _exec(source, "loops", dict(_namespace("numba"))), inputs, takes_out)
-
-
-def _loop_source(expr: Expr) -> tuple[str, list[str], bool]:
-    """The kernel's source, its inputs, and whether it writes a tensor result into an ``out`` argument."""
-    bindings, out = bindings_of(gen_pushout(expr))
-    inputs = sorted(expr.free_vars)
-    printer = _LoopPrinter()
-    for name in inputs:
-        printer.vars[name] = f"a_{len(printer.vars)}"
-    params = [printer.vars[n] for n in inputs]
-    takes_out = not isinstance(expr.type, PairType) and expr.type != ()
-    if takes_out:
-        params.append("out")
-    for k, (name, value) in enumerate(bindings):
-        # the result's own binding is computed in place into ``out``
-        last = takes_out and k == len(bindings) - 1 and isinstance(out, Var) and out.name == name
-        ident = "out" if last else printer.temp("v")
-        printer.binding(ident, value, preallocated=last)
-        printer.vars[name] = ident
-    if takes_out and not isinstance(out, Var):
-        printer.binding("out", out, preallocated=True)
-    elif takes_out and printer.vars[out.name] != "out":  # an input or an earlier binding: copy it
-        printer.emit(f"out[...] = {printer.vars[out.name]}")
-    result = "out" if takes_out else _emit_output(printer, out)
-    printer.emit(f"return {result}")
-    header = f"def kernel({', '.join(params)}):"
-    return "\n".join([header] + printer.lines) + "\n", inputs, takes_out
-
-
-def _emit_output(printer: _LoopPrinter, out: Expr) -> str:
-    if isinstance(out, Pair):
-        return f"({_emit_output(printer, out.a)}, {_emit_output(printer, out.b)})"
-    if isinstance(out, Var):
-        return printer.vars[out.name]
-    ident = printer.temp("out")
-    printer.binding(ident, out)
-    return ident
+    return _loop_backend(expr, "loops")
 
 
 # ----------------------------------------------------------------------------- NumPy whole-array code

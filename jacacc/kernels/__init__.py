@@ -1,14 +1,17 @@
 """The loop-kernel layer: one IR, one Numba emitter, one CUDA emitter.
 
-The IR is the elementwise :class:`~jacacc.elementwise.parse.Definition` — a ⊞
+The IR is :mod:`~jacacc.kernels.ir`'s :class:`~jacacc.kernels.ir.Definition` — a ⊞
 over an output box of a body with affine reads, sums with affine bounds,
 brackets and calls of the operation table's functions — parsed from text
-(``jacacc.elementwise.parse``) or built in code (the tensor evaluator's fused
+(:mod:`jacacc.elementwise.parse`) or built in code (the tensor evaluator's fused
 regions, :mod:`jacacc.tensor.fusion`).  Every output element is computed on
 its own, so no element is written twice: no atomics, no scatter.
 
+* :mod:`~jacacc.kernels.ir`: the IR itself (nodes, walks, substitution, printing);
 * :mod:`~jacacc.kernels.emit`: the body of one element, in Python or C
   (:class:`~jacacc.kernels.emit.Emitter`);
+* :mod:`~jacacc.kernels.support`: loops over a definition's top-level bracket's
+  support only (Fourier–Motzkin bounds, equalities solved), sums in order;
 * :mod:`~jacacc.kernels.loops`: the loops around it, run by the Python
   interpreter (:func:`python_kernel`, the reference) or compiled by Numba
   (:func:`numba_kernel`, cached in memory and on disk under
@@ -31,17 +34,17 @@ its own, so no element is written twice: no atomics, no scatter.
   shares of whole blocks, one per thread (the scalar schedules' parallelism).
 
 Who emits through the layer: elementwise functions and their derivatives
-(:mod:`jacacc.elementwise.compiled`) and the tensor evaluator's fused regions
-(:mod:`jacacc.tensor.fusion`, Numba and CUDA) are ``Definition`` objects and emit
-through it.  The scalar schedules' kernels (:mod:`jacacc.codegen`) and the
-Iverson compiler (:mod:`jacacc.iverson.codegen`) share its pieces only — the
-spellings, the helpers, the preambles — and keep their own program shapes: a
-scheduled Jacobian is one straight-line program per point whose ``m + m·n``
-outputs share their intermediates (as a ``Definition`` per output, each would
-recompute them), laid out points-minor in blocks for LLVM; an Iverson program
-has lets, pairs, data-dependent brackets and writes only its support, and its
-loops add in the interpreter's order bit for bit, which the layer's
-reassociating, chunked kernels do not promise.
+(:mod:`jacacc.elementwise.compiled`), the tensor evaluator's fused regions
+(:mod:`jacacc.tensor.fusion`, Numba and CUDA) and the Iverson language
+(:mod:`jacacc.iverson.lower`: a ``Definition`` per term of each ``let``
+binding, compiled as :mod:`~jacacc.kernels.support` kernels, which loop over a
+bracket's support only and add sums in order) are ``Definition`` objects and
+emit through it.  The scalar schedules' kernels (:mod:`jacacc.codegen`) share
+its pieces — the spellings, the helpers, the preambles — and keep their own
+program shape: a scheduled Jacobian is one straight-line program per point
+whose ``m + m·n`` outputs share their intermediates (as a ``Definition`` per
+output, each would recompute them), laid out points-minor in blocks for LLVM,
+or an instruction table (:mod:`~jacacc.kernels.tables`) past a size.
 
 Examples
 --------
@@ -87,6 +90,7 @@ _LAZY = {
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
                      "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_kernel_on_disk", "numba_source",
                      "python_kernel", "python_source"], "loops"),
+    **dict.fromkeys(["numba_support_kernel", "python_support_kernel", "support_source"], "support"),
 }
 
 __all__ = [
@@ -121,11 +125,14 @@ __all__ = [
     "numba_kernel_on_disk",
     "numba_preamble",
     "numba_source",
+    "numba_support_kernel",
     "python_kernel",
     "python_source",
+    "python_support_kernel",
     "slow_in_kernels",
     "spelling",
     "spellings",
+    "support_source",
     "vector_math_source",
     "vector_math_used",
 ]

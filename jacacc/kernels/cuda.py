@@ -1,6 +1,6 @@
 """CUDA loop kernels: the kernel layer's CUDA emitter, one thread per output element.
 
-:func:`cuda_source` prints a :class:`~jacacc.elementwise.parse.Definition` as
+:func:`cuda_source` prints a :class:`~jacacc.kernels.ir.Definition` as
 CUDA C++ for ``cupy.RawKernel``: ``jacacc_elementwise(out, *arrays,
 *extents)`` over contiguous row-major arrays of ``real`` (``double`` or
 ``float``), the output's extents first, then each argument's.  Thread ``t``
@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.elementwise.parse import Definition
 from jacacc.errors import JacaccError
 from jacacc.kernels.emit import Calls, Emitter
 from jacacc.kernels.functions import cuda_preamble
+from jacacc.kernels.ir import Definition
 
 __all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source", "cupy_kernel",
            "host_kernel", "host_launcher"]

@@ -1,6 +1,6 @@
 """The loop kernels' expression emitter: one body in Python (Numba) or CUDA C++.
 
-:class:`Emitter` prints the body of a :class:`~jacacc.elementwise.parse.Definition`
+:class:`Emitter` prints the body of a :class:`~jacacc.kernels.ir.Definition`
 — the kernel IR — for one output element: sums become loops whose bounds are
 the ``max``/``min`` of their limits (rounded up or down), brackets ``if``
 blocks around the reads they guard (a read under a false bracket is never
@@ -19,7 +19,15 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 
-from jacacc.elementwise.parse import (
+from jacacc.kernels.functions import (
+    KERNEL_OPERATIONS,
+    call_text,
+    calls,
+    helper_set,
+    kernel_spelling,
+    spelling,
+)
+from jacacc.kernels.ir import (
     FUNCTIONS,
     Affine,
     Binary,
@@ -36,14 +44,6 @@ from jacacc.elementwise.parse import (
     Unary,
     children,
     walk,
-)
-from jacacc.kernels.functions import (
-    KERNEL_OPERATIONS,
-    call_text,
-    calls,
-    helper_set,
-    kernel_spelling,
-    spelling,
 )
 
 __all__ = ["MAX_NESTING", "Calls", "Emitter", "contiguity", "fold", "innermost_contiguous"]
@@ -135,6 +135,9 @@ class Emitter:
         # under a false bracket is never made, so the wraparound test for negative indices
         # (which keeps LLVM from vectorizing the sums) is dead weight
         self.unsigned_reads = False
+        # Python/Numba: a sum of a sum may be interchanged so that the innermost loop reads
+        # contiguously (a reassociation); False keeps the order the tree gives
+        self.reorder_sums = True
 
     def fresh(self, base: str) -> str:
         self.serial += 1
@@ -258,7 +261,7 @@ class Emitter:
         raise TypeError(f"unknown node {type(node).__name__}")  # pragma: no cover
 
     def summation(self, node: Summation, env: dict[str, str]) -> str:
-        if self.lang == "py":
+        if self.lang == "py" and self.reorder_sums:
             node = innermost_contiguous(node)
         acc, k, lo, hi = self.fresh("s"), self.fresh("k"), self.fresh("lo"), self.fresh("hi")
         lows = [self.limit(lim, env, True) for lim in node.lower]

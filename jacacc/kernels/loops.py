@@ -1,6 +1,6 @@
 """Python and Numba loop kernels: the kernel layer's Numba emitter (and its Python reference).
 
-A :class:`~jacacc.elementwise.parse.Definition` — an elementwise function, one
+A :class:`~jacacc.kernels.ir.Definition` — an elementwise function, one
 of its gather-form derivatives (paper 000 §5: lock-free derivatives), or a
 fused region of the tensor evaluator — compiles to a kernel that fills its
 output element by element: each element is computed on its own, so no element
@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jacacc.elementwise.parse import (
+from jacacc.kernels.emit import Calls, Emitter, contiguity, fold
+from jacacc.kernels.functions import HELPER_NAMES, SMALL_VECTOR_MATH, fastmath_text, modules, numba_preamble
+from jacacc.kernels.inline import inline_helpers
+from jacacc.kernels.ir import (
     OPERANDS,
     Affine,
     Binary,
@@ -51,9 +54,6 @@ from jacacc.elementwise.parse import (
     rebuild,
     walk,
 )
-from jacacc.kernels.emit import Calls, Emitter, contiguity, fold
-from jacacc.kernels.functions import HELPER_NAMES, SMALL_VECTOR_MATH, fastmath_text, modules, numba_preamble
-from jacacc.kernels.inline import inline_helpers
 
 __all__ = ["ACCUMULATORS_MAX", "BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
            "InteriorSplit", "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
@@ -648,13 +648,14 @@ def _module_text(source: str, used: set[str]) -> str:
     return inline_helpers("\n".join([*preamble, "", "", source]), HELPER_NAMES)
 
 
-def _compiled_module(text: str, numba: Any, parallel: bool, cache: bool) -> Callable:
+def _compiled_module(text: str, numba: Any, parallel: bool, cache: bool, fastmath: bool = True) -> Callable:
     """``kernel`` of the module ``text`` jitted: with ``cache``, imported from the kernel cache
     directory with Numba's on-disk cache (:func:`cached_module`); otherwise, or where that fails,
-    executed from memory."""
+    executed from memory.  ``fastmath=False`` sets no flag (sums in their order, no fused
+    multiply-adds)."""
     # reassociation lets LLVM vectorize the sums (as XLA and Eigen do); no other fast-math flag, so
     # inf and nan behave as in the reference
-    options = {"parallel": parallel, "error_model": "numpy", "fastmath": _FASTMATH}
+    options = {"parallel": parallel, "error_model": "numpy", "fastmath": _FASTMATH if fastmath else False}
     module = cached_module(text) if cache else None
     if module is not None:
         try:

@@ -5,7 +5,7 @@ over rows is a broadcast copy of ``mu`` (a product with a tensor of ones), an
 addition, a power, an exponential, a product and a sum — six passes over
 memory and six calls of Python dispatch.  :func:`find_regions` groups such
 nodes into *regions*, each one kernel of the loop-kernel layer
-(:mod:`jacacc.kernels`): its :class:`~jacacc.elementwise.parse.Definition`
+(:mod:`jacacc.kernels`): its :class:`~jacacc.kernels.ir.Definition`
 is built here in code — the kernel IR — and compiled by
 :func:`~jacacc.kernels.numba_kernel` (on NumPy arrays) or printed by
 :func:`~jacacc.kernels.cuda_source` and run by CuPy (on CuPy arrays), so the
@@ -15,7 +15,7 @@ writes one vector.
 What a region holds:
 
 * elementwise nodes: the table's functions of one operand
-  (:data:`~jacacc.elementwise.parse.FUNCTIONS`, but those NumPy computes faster:
+  (:data:`~jacacc.kernels.ir.FUNCTIONS`, but those NumPy computes faster:
   :data:`SLOW_IN_KERNELS`, the table's
   :attr:`~jacacc.ops.Operation.slow_in_kernels`), ``pow`` and ``shift``, the
   table's ``add``/``sub``/``mul``/``div`` of two operands (the kernel
@@ -125,8 +125,7 @@ from typing import Any
 import numpy as np
 
 from jacacc import kernels, ops
-from jacacc.elementwise.derive import substitute
-from jacacc.elementwise.parse import (
+from jacacc.kernels.ir import (
     FUNCTIONS,
     Affine,
     Binary,
@@ -143,6 +142,7 @@ from jacacc.elementwise.parse import (
     Summation,
     chain,
     expression_text,
+    substitute,
     walk,
 )
 from jacacc.progress import slow_work
@@ -695,7 +695,7 @@ def _reads_transposed(body: Node) -> bool:
 
 # ----------------------------------------------------------------------------- the kernel IR
 class _Builder:
-    """A region's body as the elementwise language's tree (:mod:`jacacc.elementwise.parse`)."""
+    """A region's body as the elementwise language's tree (:mod:`jacacc.kernels.ir`)."""
 
     def __init__(self, root: Tensor, inside: set[int]) -> None:
         self.root = root

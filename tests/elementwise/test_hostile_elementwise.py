@@ -16,8 +16,9 @@ import pytest
 
 import jacacc.elementwise as ew
 from jacacc import kernels
-from jacacc.elementwise.parse import SourceError, parse, unparse, walk
+from jacacc.elementwise.parse import SourceError, parse, unparse
 from jacacc.errors import DTypeError, JacaccError, SizeLimitError
+from jacacc.kernels.ir import walk
 
 RNG = np.random.default_rng(24)
 A = RNG.uniform(-0.5, 0.5, 3)

@@ -73,13 +73,14 @@ program = random_program(np.random.default_rng(5), scalar=True, max_extent=4, ma
 arrays = program.arrays(np.random.default_rng(6))
 kernel = iv.compile(program.expr, backend="numba")
 assert np.allclose(kernel(**arrays), iv.evaluate(program.expr, **arrays), rtol=1e-12, atol=1e-12)
-stats = kernel.kernel.stats
-print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+stats = [k.stats for k in kernel.kernel.kernels]
+print(json.dumps({"kernels": len(stats), "hits": sum(sum(s.cache_hits.values()) for s in stats),
+                  "misses": sum(sum(s.cache_misses.values()) for s in stats)}))
 """
 
 
 def test_numba_kernels_are_cached_on_disk_for_another_process(tmp_path) -> None:
-    """The loop nest a process compiles is loaded by the next one (Numba's on-disk cache under the
+    """The kernels a process compiles are loaded by the next one (Numba's on-disk cache under the
     kernel layer's directory), with the same value."""
     pytest.importorskip("numba")
     env = {**os.environ, "JACACC_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -90,8 +91,9 @@ def test_numba_kernels_are_cached_on_disk_for_another_process(tmp_path) -> None:
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    assert run() == {"hits": 0, "misses": 1}
-    assert run() == {"hits": 1, "misses": 0}
+    first = run()
+    assert first["kernels"] >= 1 and first == {**first, "hits": 0, "misses": first["kernels"]}
+    assert run() == {**first, "hits": first["kernels"], "misses": 0}
 
 
 @pytest.mark.parametrize("seed", range(12))
