@@ -40,6 +40,7 @@ from jacacc import kernels
 from jacacc.elementwise import derive
 from jacacc.elementwise.parse import SourceError, parse
 from jacacc.elementwise.system import Context
+from jacacc.elementwise.terms import tabulate_terms
 from jacacc.errors import DTypeError, RegistryError, require_real_dtype
 from jacacc.intlin import range_escape
 from jacacc.iverson.syntax import Affine as IvAffine
@@ -91,7 +92,8 @@ def define(source: str, sizes: Mapping[str, int], backend: str = "numba") -> Ele
     unknown = set(sizes) - set(definition.indices)
     if unknown:
         raise SourceError(f"sizes names {sorted(unknown, key=str)}, which are not indices of {definition.name}")
-    return ElementwiseFunction(definition, extents, backend)
+    tabulated = tabulate_terms(definition)  # a long sum of like terms: one sum over their constants
+    return ElementwiseFunction(tabulated.definition, extents, backend, constants=tabulated.constants)
 
 
 def checked_array(value: Any, name: str, function: str) -> Any:
@@ -128,17 +130,20 @@ class ElementwiseFunction:
     :meth:`derivative` gives the derivative as an elementwise function, :meth:`compile` kernels.
 
     ``sizes`` maps each index to its extent, or to None for a derivative's indices, whose
-    extents are the shape of the array named ``shape_of``.
+    extents are the shape of the array named ``shape_of``.  ``constants``: arrays the definition
+    reads that the function supplies itself (the tables of :func:`~jacacc.elementwise.terms.tabulate_terms`);
+    they are no arguments of the function and have no gradient.
     """
 
     def __init__(self, definition: Definition, sizes: Mapping[str, int | None], backend: str = "numba",
-                 shape_of: str | None = None) -> None:
+                 shape_of: str | None = None, constants: Mapping[str, np.ndarray] | None = None) -> None:
         if not isinstance(backend, str) or backend not in BACKENDS:
             raise RegistryError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
         self.definition = definition
         self.backend = backend
         self.sizes = dict(sizes)
         self.shape_of = shape_of
+        self.constants = dict(constants or {})
         self._checked: set[tuple] = set()
         self._kernel: Callable | None = None
         self._derivatives: dict[tuple, ElementwiseFunction] = {}
@@ -151,7 +156,12 @@ class ElementwiseFunction:
 
     @property
     def arguments(self) -> list[str]:
-        """The arguments the definition reads, sorted."""
+        """The arguments the definition reads, sorted (its :attr:`constants` apart)."""
+        return sorted(a for a in self.definition.arguments() if a not in self.constants)
+
+    @property
+    def kernel_arguments(self) -> list[str]:
+        """Every array the definition reads, its constants included, sorted: a kernel's parameters."""
         return sorted(self.definition.arguments())
 
     @property
@@ -202,7 +212,8 @@ class ElementwiseFunction:
         w.r.t. ``x`` reads neither), and an extra array is ignored (tests/elementwise/test_elementwise_properties.py).
         A missing one is refused by :meth:`shapes_of`."""
         needed = set(self.definition.arguments()) | ({self.shape_of} if self.shape_of else set())
-        return {name: checked_array(a, name, self.name) if name in needed else a for name, a in arrays.items()}
+        checked = {name: checked_array(a, name, self.name) if name in needed else a for name, a in arrays.items()}
+        return {**checked, **self.constants}
 
     def output_shape(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
         return self.shape if self.shape_of is None else shapes[self.shape_of]
@@ -237,9 +248,9 @@ class ElementwiseFunction:
         shapes = self.shapes_of(arrays)
         self.check(shapes)
         if self._kernel is None:
-            self._kernel = BACKENDS[self.backend](self.definition, self.arguments)
+            self._kernel = BACKENDS[self.backend](self.definition, self.kernel_arguments)
         out = np.empty(self.output_shape(shapes))
-        self._kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in self.arguments))
+        self._kernel(out, *(np.ascontiguousarray(arrays[a], dtype=np.float64) for a in self.kernel_arguments))
         return out
 
     def derivative(self, argument: str, shape: tuple[int, ...] | None = None) -> ElementwiseFunction:
@@ -249,6 +260,8 @@ class ElementwiseFunction:
         if not isinstance(argument, str):
             raise SourceError(f"derivative: the argument must be the name of an array {self.name} reads, got "
                               f"{type(argument).__name__}")
+        if argument in self.constants:
+            raise SourceError(f"{argument} is a table of {self.name}'s constants, not an argument; it has no derivative")
         key = (argument, None if shape is None else _checked_shape(shape, argument))
         rank = self.definition.arguments().get(argument)
         if key[1] is not None and rank is not None and len(key[1]) != rank:
@@ -258,7 +271,8 @@ class ElementwiseFunction:
             definition = derive.derivative(self.definition, argument, self.sizes, key[1])
             extents = key[1] or (None,) * len(definition.indices)
             self._derivatives[key] = ElementwiseFunction(
-                definition, dict(zip(definition.indices, extents, strict=True)), self.backend, shape_of=argument)
+                definition, dict(zip(definition.indices, extents, strict=True)), self.backend, shape_of=argument,
+                constants=self.constants)
         return self._derivatives[key]
 
     def tape(self) -> dict[str, Definition]:
@@ -304,7 +318,8 @@ class ElementwiseFunction:
             stored = derive.stored_values(self.definition)
             definition = derive.derivative(self.definition, argument, sizes, shape, stored, self.pointwise_names())
             self._derivatives[key] = ElementwiseFunction(
-                definition, dict(zip(definition.indices, shape, strict=True)), self.backend, shape_of=argument)
+                definition, dict(zip(definition.indices, shape, strict=True)), self.backend, shape_of=argument,
+                constants=self.constants)
         return self._derivatives[key]
 
     def vjp(self, df: Any, /, **arrays: Any) -> dict[str, np.ndarray]:
@@ -319,11 +334,12 @@ class ElementwiseFunction:
             key = ("sum", name, self.tape_shape(name, shapes))
             if key not in self._derivatives:
                 self._derivatives[key] = ElementwiseFunction(
-                    definition, dict(zip(definition.indices, key[2], strict=True)), self.backend)
+                    definition, dict(zip(definition.indices, key[2], strict=True)), self.backend,
+                    constants=self.constants)
             inputs[name] = self._derivatives[key]._evaluate(inputs)
         output = self.output_shape(shapes)
         return {name: self.gather(name, shape, output)._evaluate(inputs) for name, shape in shapes.items()
-                if name in self.definition.arguments()}
+                if name in self.arguments}
 
     def _cotangent(self, df: Any, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
         df = np.asarray(checked_array(df, self.cotangent, self.name), dtype=np.float64)
@@ -364,7 +380,7 @@ class ElementwiseFunction:
         program = self.program(shapes)
         cotangent = iv.var(self.cotangent, df.shape)
         out = {}
-        for name in self.definition.arguments():
+        for name in self.arguments:
             gradient = iv.adjoint(program, iv.var(name, shapes[name]), cotangent)
             kernel = iv.compile(gradient, backend="numpy")
             out[name] = kernel(**{n: arrays[n] for n in self.definition.arguments()}, **{self.cotangent: df})
