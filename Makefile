@@ -67,6 +67,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/compile_scaling.py
 	$(PY) experiments/first_call_outside.py
 	$(PY) experiments/iverson_recurrence.py
+	$(PY) experiments/long_sum.py
 	$(PY) experiments/fusion_threshold.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py

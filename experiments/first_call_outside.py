@@ -29,11 +29,8 @@ float64).  The results agree with JAX's (checked: rtol 1e-10).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -107,20 +104,11 @@ print(json.dumps({"import_s": imported - start, "first_s": first - imported, "wa
 
 def run_child(objective: str, quantity: str, variant: str, timeout: float) -> dict[str, Any]:
     """One sample: a fresh process, an empty kernel cache, JAX's persistent cache off."""
-    with tempfile.TemporaryDirectory(prefix="jacacc-first-call-") as cache:
-        env = {**os.environ, "JACACC_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
-        for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
-            env.pop(name, None)
-        env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
-        env["JACACC_COMPILE_AFTER"] = "0" if variant == "jacacc-compile-first" else env.get("JACACC_COMPILE_AFTER", "2")
-        try:
-            done = subprocess.run([sys.executable, "-c", CHILD_CODE, objective, quantity, variant], env=env,
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"status": "timed_out"}
-    if done.returncode != 0:
-        return {"status": "error", "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""}
-    return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
+    from jacacc.bench import fresh_child
+
+    compile_after = "0" if variant == "jacacc-compile-first" else os.environ.get("JACACC_COMPILE_AFTER", "2")
+    return fresh_child(CHILD_CODE, [objective, quantity, variant], timeout, env={"JACACC_COMPILE_AFTER": compile_after},
+                       path=ROOT)
 
 
 def measure(objectives: tuple[str, ...], repeats: int, timeout: float) -> list[dict[str, Any]]:

@@ -25,11 +25,7 @@ The two gradients agree (rtol 1e-10).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -100,18 +96,9 @@ print(json.dumps(out))
 
 def run_child(steps: int, variant: str, timeout: float) -> dict[str, Any]:
     """One sample: a fresh process, an empty kernel cache, JAX's persistent cache off."""
-    with tempfile.TemporaryDirectory(prefix="jacacc-recurrence-") as cache:
-        env = {**os.environ, "JACACC_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), "JAX_ENABLE_COMPILATION_CACHE": "false"}
-        for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
-            env.pop(name, None)
-        try:
-            done = subprocess.run([sys.executable, "-c", CHILD_CODE, str(steps), variant], env=env,
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"status": "timed_out", "timeout_s": timeout}
-    if done.returncode != 0:
-        return {"status": "error", "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""}
-    return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
+    from jacacc.bench import fresh_child
+
+    return fresh_child(CHILD_CODE, [str(steps), variant], timeout, path=ROOT)
 
 
 def measure(steps: tuple[int, ...], timeout: float) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ __all__ = [
     "bench_kernels",
     "blas_threads",
     "environment",
+    "fresh_child",
     "get_peer",
     "limit_blas_threads",
     "limit_numba_threads",
@@ -242,6 +243,45 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         return None
+
+
+def fresh_child(code: str, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+                path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Run ``python -c code *argv`` as a newcomer would: a fresh process with a new, empty
+    ``JACACC_CACHE_DIR`` and JAX's persistent compilation cache off (``env`` added on top; ``path``
+    put on ``PYTHONPATH``).  The child prints one JSON object as its last line of output.
+
+    Returns ``{"status": "ok", **that object}``, or ``{"status": "timed_out"}``, ``"killed"`` (signal 9:
+    on these machines the out-of-memory killer) or ``"error"`` with the last line of its error output.
+
+    Examples
+    --------
+    >>> fresh_child("import json, os; print(json.dumps({'empty': os.listdir(os.environ['JACACC_CACHE_DIR'])}))", [], 60)
+    {'status': 'ok', 'empty': []}
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="jacacc-fresh-") as cache:
+        child_env = {**os.environ, "JACACC_CACHE_DIR": cache, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+        for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+            child_env.pop(name, None)
+        if path is not None:
+            child_env["PYTHONPATH"] = str(path)
+        child_env.update(env or {})
+        began = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, "-c", code, *argv], env=child_env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"status": "timed_out", "timeout_s": timeout}
+    if done.returncode in (-9, 137):
+        return {"status": "killed", "error": f"killed by signal 9 (out of memory) after {time.perf_counter() - began:.0f} s"}
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        return {"status": "error", "error": lines[-1] if lines else f"exit status {done.returncode}"}
+    return {"status": "ok", **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def time_call(fn: Callable[[], Any], *, repeat: int = 3, min_time: float = 0.0) -> float:

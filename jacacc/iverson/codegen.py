@@ -70,6 +70,7 @@ from jacacc.iverson.syntax import (
     Var,
     operation_name,
 )
+from jacacc.kernels.ir import Definition
 from jacacc.kernels.support import support_source
 
 __all__ = ["BACKENDS", "CompiledProgram", "compile"]
@@ -170,14 +171,17 @@ def _namespace(backend: str) -> dict[str, Any]:
 
 class _Runner:
     """A lowered program (:func:`~jacacc.iverson.lower.lower`) run binding by binding: each term one
-    kernel of the kernel layer (:mod:`jacacc.kernels.support`), each binding a buffer.
+    kernel of the kernel layer (:mod:`jacacc.kernels.support` loops, or CUDA threads), each binding a
+    buffer of the array module ``xp`` (NumPy, or CuPy for the GPU: results are copied back).
 
     Called as ``run(*inputs)``, or ``run(*inputs, out)`` for a tensor result (``reused``: ``out`` holds
     an earlier result, so the supports of a result built from several terms are cleared first)."""
 
-    def __init__(self, program: LoweredProgram, make: Callable[[Term, tuple[int, ...]], Callable[..., None]]) -> None:
+    def __init__(self, program: LoweredProgram, make: Callable[[Term, tuple[int, ...]], Callable[..., None]],
+                 xp: Any = np) -> None:
         self.inputs = list(program.inputs)
         self.result = program.result
+        self.xp = xp
         self.steps = [(b.name, b.shape, [(make(t, b.shape), t.arguments) for t in b.terms],
                        [make(t, b.shape) for t in b.clear]) for b in program.bindings]
         #: the distinct kernels (terms of the same definition share one)
@@ -185,14 +189,16 @@ class _Runner:
                              for k in [*(k for k, _ in terms), *clear]}.values())
 
     def __call__(self, *args: Any, reused: bool = False) -> Any:
-        values = {name: _buffer_of(a) for name, a in zip(self.inputs, args, strict=False)}
+        xp = self.xp
+        values = {name: _buffer_of(a, xp) for name, a in zip(self.inputs, args, strict=False)}
         out = args[len(self.inputs)] if len(args) > len(self.inputs) else None
+        device_out = None if out is None or xp is np else xp.asarray(out)
         last = self.steps[-1][0] if self.steps else None
         target = self.result.name if isinstance(self.result, Var) else None
         for name, shape, terms, clear in self.steps:
-            into = out if out is not None and name == target == last else None
+            into = (out if xp is np else device_out) if out is not None and name == target == last else None
             if into is None:
-                buffer = np.zeros(shape or (1,))
+                buffer = xp.zeros(shape or (1,))
             else:
                 buffer = into
                 if reused:
@@ -202,22 +208,26 @@ class _Runner:
                 kernel(buffer, *(values[a] for a in arguments))
             values[name] = buffer
         if out is not None:
-            if not (target == last and self.steps):  # an input or an earlier binding: copied
-                out[...] = values[self.result.name].reshape(out.shape)
+            result = values[self.result.name].reshape(out.shape)
+            if xp is not np:
+                out[...] = result.get()
+            elif not (target == last and self.steps):  # an input or an earlier binding: copied
+                out[...] = result
             return out
         return self._returned(self.result, values)
 
-    def _returned(self, result: Expr, values: dict[str, np.ndarray]) -> Any:
+    def _returned(self, result: Expr, values: dict[str, Any]) -> Any:
         if isinstance(result, Pair):
             return (self._returned(result.a, values), self._returned(result.b, values))
         assert isinstance(result, Var)
         value = values[result.name]
+        value = value if self.xp is np else value.get()
         return float(value.reshape(-1)[0]) if result.type == () else value
 
 
-def _buffer_of(value: Any) -> np.ndarray:
+def _buffer_of(value: Any, xp: Any = np) -> Any:
     """An input as the kernels read it: a C-contiguous float64 array, a scalar as one element."""
-    array = np.ascontiguousarray(value, dtype=np.float64)
+    array = xp.ascontiguousarray(xp.asarray(value, dtype=xp.float64))
     return array.reshape(1) if array.ndim == 0 else array
 
 
@@ -235,7 +245,13 @@ def _loop_source(program: LoweredProgram) -> str:
 
 
 def _loop_backend(expr: Expr, backend: str) -> CompiledProgram:
+    """``numba`` and ``loops``: :mod:`jacacc.kernels.support` kernels; ``cupy``: one CUDA thread per
+    element of each term (:func:`jacacc.kernels.cuda_source`); ``cuda-host`` (not registered: for
+    checking the CUDA without a GPU): the same CUDA run thread by thread as host C++."""
     program = lower(expr)
+    ranks = {**{name: max(len(t), 1) for name, t in program.inputs.items()},
+             **{b.name: max(len(b.shape), 1) for b in program.bindings}}
+    xp: Any = np
     if backend == "numba":
         require_extra("numba", "numba")
 
@@ -243,13 +259,35 @@ def _loop_backend(expr: Expr, backend: str) -> CompiledProgram:
             parallel = len(shape) > 0 and math.prod(shape) >= kernels.PARALLEL_MIN_ELEMENTS
             return kernels.numba_support_kernel(term.definition, _canonical(term), shape, term.accumulate,
                                                 parallel)
-    else:
+    elif backend == "loops":
         def make(term: Term, shape: tuple[int, ...]) -> Callable[..., None]:
             return kernels.python_support_kernel(term.definition, _canonical(term), shape, term.accumulate)
+    else:
+        if backend == "cupy":
+            xp = require_extra("cupy", "gpu")
+
+        def make(term: Term, shape: tuple[int, ...]) -> Callable[..., None]:
+            source = _cuda_source(term, ranks)
+            if backend == "cupy":
+                return kernels.cupy_kernel(source)
+            return kernels.host_kernel(source, len(term.arguments), max(len(shape), 1)
+                                       + sum(ranks[a] for a in term.arguments))
 
     takes_out = not isinstance(expr.type, PairType) and expr.type != ()
-    return CompiledProgram(expr, backend, _loop_source(program), _Runner(program, make), list(program.inputs),
-                           takes_out)
+    source = _loop_source(program) if backend in ("numba", "loops") else "\n".join(
+        _cuda_source(t, ranks) for b in program.bindings for t in (*b.clear, *b.terms))
+    return CompiledProgram(expr, backend, source, _Runner(program, make, xp), list(program.inputs), takes_out)
+
+
+def _cuda_source(term: Term, ranks: dict[str, int]) -> str:
+    """The CUDA of ``term``: one thread per element (a scalar's one element under a dummy index)."""
+    definition = term.definition
+    if not definition.indices:
+        definition = Definition(definition.name, ("i0",), definition.body, definition.source)
+    arguments = _canonical(term)
+    return kernels.cuda_source(definition, arguments, {a: ranks[n] for a, n in zip(arguments, term.arguments,
+                                                                                 strict=True)},
+                               accumulate=term.accumulate)
 
 
 def _canonical(term: Term) -> list[str]:
@@ -260,6 +298,12 @@ def _numba_backend(expr: Expr) -> CompiledProgram:
     """Each binding's terms as Numba kernels of the kernel layer (compiled once per distinct
     definition, cached on disk), run in order by a Python driver."""
     return _loop_backend(expr, "numba")
+
+
+def _cupy_backend(expr: Expr) -> CompiledProgram:
+    """Each binding's terms as CUDA kernels (one thread per element, compiled by CuPy), buffers on the
+    GPU; results come back as NumPy arrays."""
+    return _loop_backend(expr, "cupy")
 
 
 def _python_loops_backend(expr: Expr) -> CompiledProgram:
@@ -428,5 +472,6 @@ def _returned(value: Any) -> str:
 BACKENDS: dict[str, Callable[[Expr], CompiledProgram]] = {
     "numpy": _numpy_backend,
     "numba": _numba_backend,
+    "cupy": _cupy_backend,
     "loops": _python_loops_backend,
 }

@@ -59,10 +59,11 @@ def _code_names(definition: Definition, arguments: Sequence[str]) -> tuple[dict[
 
 
 def cuda_source(definition: Definition, arguments: Sequence[str], ranks: Mapping[str, int],
-                dtype: Any = "float64") -> str:
+                dtype: Any = "float64", accumulate: bool = False) -> str:
     """CUDA C++ for ``cupy.RawKernel``: ``jacacc_elementwise(out, *arrays, *extents)`` with the
     output's extents then each argument's (``ranks[a]`` of them; row-major, contiguous ``dtype``:
-    float64 or float32), one thread per element."""
+    float64 or float32), one thread per element; with ``accumulate`` the value is added to
+    ``out`` (``+=``: several terms of one result, each its own kernel)."""
     if not definition.indices:
         raise ValueError(f"{definition.name}: a CUDA kernel needs at least one output index")
     arrays, env = _code_names(definition, arguments)
@@ -82,7 +83,8 @@ def cuda_source(definition: Definition, arguments: Sequence[str], ranks: Mapping
     for name, n in reversed(list(zip(definition.indices, dims, strict=True))):
         unravel.append(f"    long long {env[name]} = {rest} % {n};")
         rest = f"({rest} / {n})"
-    return "\n".join([*lines, *reversed(unravel), *em.lines, f"    _out[_t] = {value};", "}", ""])
+    store = f"    _out[_t] {'+=' if accumulate else '='} {value};"
+    return "\n".join([*lines, *reversed(unravel), *em.lines, store, "}", ""])
 
 
 def _extents(out: Any, arrays: Sequence[Any]) -> list[int]:

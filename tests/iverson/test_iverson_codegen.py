@@ -17,19 +17,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from iverson_programs import flat, program_and_gradients
 
 import jacacc.iverson as iv
 from jacacc.errors import RegistryError
-from jacacc.iverson.generate import random_program
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BACKENDS = ["numpy", "loops", "numba"]
-
-
-def flat(value: object) -> np.ndarray:
-    if isinstance(value, tuple):
-        return np.concatenate([flat(v) for v in value])
-    return np.ravel(np.asarray(value, dtype=np.float64))
 
 
 def loop_depth(source: str) -> int:
@@ -42,14 +36,6 @@ def loop_depth(source: str) -> int:
             open_loops.append(indent)
             deepest = max(deepest, len(open_loops))
     return deepest
-
-
-def program_and_gradients(seed: int, scalar: bool) -> tuple[list[iv.Expr], dict]:
-    program = random_program(np.random.default_rng(seed), scalar=scalar, max_extent=4, max_depth=5)
-    exprs = [program.expr]
-    if scalar:
-        exprs += [iv.grad(program.expr, iv.var(n, s)) for n, s in program.inputs.items()]
-    return exprs, program.arrays(np.random.default_rng(seed + 1))
 
 
 @pytest.mark.parametrize("backend", ["numpy", "loops"])

@@ -6,9 +6,11 @@ hoisted, and every backend equal to the interpreter."""
 from __future__ import annotations
 
 import itertools
+import shutil
 
 import numpy as np
 import pytest
+from iverson_programs import flat, program_and_gradients
 
 import jacacc.iverson as iv
 from jacacc.iverson.lower import HOIST_DEPTH, lower
@@ -126,3 +128,34 @@ def test_names_of_the_program_never_reach_the_kernels() -> None:
     source = iv.compile(e, backend="loops").source
     code = [line for line in source.splitlines() if not line.lstrip().startswith("#")]
     assert code and not any("y'1" in line for line in code)  # only the comments name the program's
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+@pytest.mark.parametrize("seed", range(3))
+def test_cuda_kernels_run_on_the_host_agree_with_the_interpreter(seed: int) -> None:
+    """The ``cupy`` backend's CUDA (one thread per element of each term) run thread by thread as host
+    C++: a random program and its gradient against the interpreter."""
+    from jacacc.iverson.codegen import _loop_backend
+
+    exprs, arrays = program_and_gradients(seed, scalar=seed % 2 == 0)
+    for expr in exprs:
+        kernel = _loop_backend(expr, "cuda-host")
+        assert np.allclose(flat(kernel(**arrays)), flat(iv.evaluate(expr, **arrays)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_sources_compile_with_nvcc() -> None:
+    from jacacc.iverson.codegen import _loop_backend
+    from jacacc.kernels import cuda_ptx
+
+    g, _ = _recurrence(3)
+    sources = _loop_backend(g, "cuda-host").source.split("// f[")[1:]
+    assert sources and all(".entry" in cuda_ptx("// f[" + text) for text in dict.fromkeys(sources))
+
+
+@pytest.mark.gpu
+def test_cupy_backend_agrees_with_the_interpreter(cupy_gpu) -> None:
+    g, _ = _recurrence(20)
+    rng = np.random.default_rng(2)
+    arrays = {"A": rng.normal(size=(5, 5)) * 0.4, "x": rng.normal(size=5)}
+    assert np.allclose(iv.compile(g, backend="cupy")(**arrays), iv.evaluate(g, **arrays), rtol=1e-12, atol=1e-300)
