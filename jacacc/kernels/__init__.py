@@ -85,7 +85,7 @@ from jacacc.lazy import lazy_attributes
 
 #: public name → the submodule defining it (imported on first access)
 _LAZY = {
-    **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source",
+    **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_ptx_many", "cuda_source",
                      "cupy_kernel", "host_kernel"], "cuda"),
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
                      "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_kernel_on_disk", "numba_source",
@@ -110,6 +110,7 @@ __all__ = [
     "call_text",
     "cuda_preamble",
     "cuda_ptx",
+    "cuda_ptx_many",
     "cuda_source",
     "cupy_kernel",
     "fastmath_text",

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -46,7 +47,7 @@ from jacacc.kernels.emit import Calls, Emitter
 from jacacc.kernels.functions import cuda_preamble
 from jacacc.kernels.ir import Definition
 
-__all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_source", "cupy_kernel",
+__all__ = ["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_ptx_many", "cuda_source", "cupy_kernel",
            "host_kernel", "host_launcher"]
 
 CUDA_KERNEL_NAME = "jacacc_elementwise"
@@ -206,6 +207,36 @@ def cuda_ptx(source: str, directory: str | os.PathLike[str] | None = None, compi
         raise CudaCompileError(f"{compiler} --ptx failed (status {done.returncode}):\n"
                                f"{done.stderr[-4000:]}\nthe source begins:\n{head}")
     return (work / "kernel.ptx").read_text()
+
+
+_GLOBAL = re.compile(r'extern "C" __global__ void (\w+)\(')
+
+
+def cuda_ptx_many(sources: Sequence[str], directory: str | os.PathLike[str] | None = None,
+                  compiler: str = "nvcc") -> list[str]:
+    """The compile check of several generated CUDA sources in one ``compiler --ptx`` run: each source
+    in a namespace of its own and its ``__global__`` kernels renamed ``<name>_<k>``, so that the
+    compiler starts once (it costs about a second per run).  Returns, per source, the PTX entries
+    of its kernels (``.entry <name>_<k>(`` …) — the check that each one compiled; raises as
+    :func:`cuda_ptx` does.
+
+    Examples
+    --------
+    >>> import shutil
+    >>> from jacacc.elementwise.parse import parse
+    >>> sources = [cuda_source(parse(f"f[i] = exp(x[i]) * {k}"), ["x"], {"x": 1}) for k in (2, 3)]
+    >>> shutil.which("nvcc") is None or all(len(e) == 1 for e in cuda_ptx_many(sources))
+    True
+    """
+    parts, names = [], []
+    for k, source in enumerate(sources):
+        kernels_here = _GLOBAL.findall(source)
+        renamed = _GLOBAL.sub(lambda m, k=k: f'extern "C" __global__ void {m.group(1)}_{k}(', source)
+        names.append([f"{name}_{k}" for name in kernels_here])
+        parts.append(f"namespace jc_source_{k} {{\n{renamed}\n}}")
+    ptx = cuda_ptx("\n".join(parts), directory, compiler)
+    entries = re.findall(r"\.entry (\w+)\(", ptx)
+    return [[e for e in entries if e in own] for own in names]
 
 
 def host_launcher(source: str, kernel: str, arguments: str, directory: str | os.PathLike[str] | None = None,
