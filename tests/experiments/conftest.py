@@ -14,7 +14,11 @@ import pytest
 SCRIPT_RUNS = frozenset({"run", "record", "results", "quick_peaks"})
 #: tests that execute a script, a notebook or a reproduction by themselves
 SCRIPT_TESTS = ("test_reproduction_script", "test_notebook_executes", "test_benchmark_quick_run",
-                "test_quick_run_writes_a_valid_record_and_figure")
+                "test_quick_run_writes_a_valid_record_and_figure", "test_dual_graph_figure",
+                "test_structure_comparison_checks_and_records_every_method",
+                "test_realization_experiment_replays_every_realized_sequence",
+                "test_frontend_sizes_record_matches_both_front_ends", "test_graph_scale_records_every_stage",
+                "test_sweep_benchmark_runs_at_a_tiny_size")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
