@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from jacacc import ops
-from jacacc.elementwise.parse import FUNCTIONS, SourceError, unparse
+from jacacc.elementwise.parse import FUNCTIONS, SourceError
 from jacacc.elementwise.system import Context, interval
 from jacacc.intlin import Form, NestedBounds, nested_bounds, shadow_empty, smith_normal_form
 from jacacc.kernels.ir import (
@@ -63,6 +63,8 @@ from jacacc.kernels.ir import (
     chain,
     expression_text,
     free_indices,
+    fresh_name,
+    names_in,
     rebuild,
     rename_binders,
     substitute,
@@ -245,28 +247,6 @@ def occurrences(body: Node, argument: str, context: Context) -> Iterator[Occurre
 # ----------------------------------------------------------------------------- one term (§5.1, Algorithm 4)
 
 
-def _names_in(node: Node) -> set[str]:
-    out: set[str] = set()
-    for n in walk(node):
-        if isinstance(n, Read):
-            out |= {n.argument}.union(*(a.names for a in n.indices))
-        elif isinstance(n, Summation):
-            out |= {n.index}.union(*(lim.numerator.names for lim in (*n.lower, *n.upper)))
-        elif isinstance(n, Guard):
-            out |= set().union(*(c.form.names for c in n.conditions))
-    return out
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name = base
-    k = 1
-    while name in taken:
-        name = f"{base}{k}"
-        k += 1
-    taken.add(name)
-    return name
-
-
 def _combine(rows: list[Affine], matrix_row: list[int]) -> Affine:
     total = Affine.make({}, 0)
     for c, a in zip(matrix_row, rows, strict=True):
@@ -360,7 +340,7 @@ def _term(occ: Occurrence, outputs: list[str], cotangent: str, taken: set[str],
             and particular[p].const == 0 for col, p in zip(columns, pivots, strict=True)]
     n_z = sum(not u for u in unit)
     for p, u in zip(pivots, unit, strict=True):  # a free index's own name is unused after substitution
-        names.append(variables[p] if u else _fresh("z" if n_z == 1 else f"z{len(names) + 1}", taken))
+        names.append(variables[p] if u else fresh_name("z" if n_z == 1 else f"z{len(names) + 1}", taken))
     env = {}
     for r, v in enumerate(variables):
         value = particular[r]
@@ -561,9 +541,9 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
         raise SourceError(f"{definition.name} does not read {argument!r} (it reads {', '.join(sorted(arity))})")
     taken = {*definition.indices, *arity, definition.name}
     body = rename_binders(definition.body, taken)
-    taken |= _names_in(body)
-    name = _fresh("d" + argument, taken)
-    outputs = [_fresh(f"{name}{axis}", taken) for axis in range(arity[argument])]
+    taken |= names_in(body)
+    name = fresh_name("d" + argument, taken)
+    outputs = [fresh_name(f"{name}{axis}", taken) for axis in range(arity[argument])]
     cotangent = cotangent_name(definition.name)
     if cotangent in taken - {definition.name}:
         raise SourceError(f"{definition.name} reads an argument named {cotangent}, the name of its cotangent")
@@ -574,8 +554,7 @@ def derivative(definition: Definition, argument: str, sizes: Mapping[str, int | 
              if (t := _term(occ, outputs, cotangent, set(taken), shape, recall)) is not None]
     # one term per read: a source of 2000 reads has 2000 terms, added by chain at bounded depth
     total: Node = chain([("+", t) for t in terms]) if terms else Number(0, 0.0)
-    out = Definition(name, tuple(outputs), total, "")
-    return Definition(name, tuple(outputs), total, unparse(out))
+    return Definition.printed(name, tuple(outputs), total)
 
 
 def stored_values(definition: Definition) -> dict[Node, str]:
@@ -590,7 +569,7 @@ def stored_values(definition: Definition) -> dict[Node, str]:
         for occ in occurrences(definition.body, argument, context):
             for factor in occ.factors:
                 copied.update(walk(factor))
-    taken = {*definition.indices, *definition.arguments(), definition.name} | _names_in(definition.body)
+    taken = definition.names()
     out: dict[Node, str] = {}
 
     def visit(node: Node) -> None:
@@ -603,7 +582,7 @@ def stored_values(definition: Definition) -> dict[Node, str]:
                     visit(sub)
         if isinstance(node, (Summation, Call)) and node in copied and node not in out and \
                 any(isinstance(n, Summation) for n in walk(node)):
-            out[node] = _fresh(f"{definition.name}_v{len(out)}", taken)
+            out[node] = fresh_name(f"{definition.name}_v{len(out)}", taken)
 
     visit(definition.body)
     return out
@@ -656,7 +635,7 @@ def pointwise_values(definition: Definition) -> dict[str, Pointwise]:
     indices in scope, like ``tanh(x[i + j])`` — each as a definition over the argument's shape
     (``f_p0[p0] = tanh(x[p0])``), keyed by :func:`pointwise_key`.  Each element's value is then
     computed once and read by the function's forward sums and by every derivative factor."""
-    taken = {*definition.indices, *definition.arguments(), definition.name} | _names_in(definition.body)
+    taken = definition.names()
     out: dict[str, Pointwise] = {}
 
     def visit(node: Node, scope: tuple[str, ...]) -> None:
@@ -664,12 +643,11 @@ def pointwise_values(definition: Definition) -> dict[str, Pointwise]:
         if found is not None:
             key, read = found
             if key not in out and not _injective(read, scope):
-                name = _fresh(f"{definition.name}_p{len(out)}", taken)
-                indices = tuple(_fresh(f"p{axis}", {read.argument, name}) for axis in range(len(read.indices)))
+                name = fresh_name(f"{definition.name}_p{len(out)}", taken)
+                indices = tuple(fresh_name(f"p{axis}", {read.argument, name}) for axis in range(len(read.indices)))
                 at = Read(0, read.argument, tuple(Affine.of(i) for i in indices))
                 body = rebuild(node, lambda n: at if isinstance(n, Read) else None)
-                text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
-                out[key] = Pointwise(name, read.argument, Definition(name, indices, body, text))
+                out[key] = Pointwise(name, read.argument, Definition.printed(name, indices, body))
             return
         inner = (*scope, node.index) if isinstance(node, Summation) else scope
         for child in CHILDREN:

@@ -58,7 +58,6 @@ from jacacc.kernels.ir import (
     Read,
     Summation,
     Unary,
-    expression_text,
 )
 
 __all__ = ["BACKENDS", "ElementwiseFunction", "checked_array", "define"]
@@ -286,8 +285,7 @@ class ElementwiseFunction:
             self._tape = {p.name: p.definition for p in self._pointwise_values.values()}
             for node, name in stored.items():
                 body = derive.recall_inside(node, stored, indices, pointwise)
-                text = f"{name}[{', '.join(indices)}] = {expression_text(body)}"
-                self._tape[name] = Definition(name, indices, body, text)
+                self._tape[name] = Definition.printed(name, indices, body)
         return dict(self._tape)
 
     @functools.cached_property

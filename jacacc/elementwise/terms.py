@@ -46,9 +46,8 @@ from jacacc.kernels.ir import (
     Unary,
     chain,
     expression_text,
+    fresh_name,
     rebuild,
-    unparse,
-    walk,
 )
 
 __all__ = ["TERM_TABLE_MIN", "TabulatedTerms", "tabulate_terms"]
@@ -79,11 +78,11 @@ def tabulate_terms(definition: Definition, min_terms: int = TERM_TABLE_MIN) -> T
     large = [members for members in groups.values() if len(members) >= min_terms]
     if not large:
         return TabulatedTerms(definition)
-    taken = _names_in(definition)
+    taken = definition.names()
     constants: dict[str, np.ndarray] = {}
     replaced: dict[int, tuple[int, Node] | None] = {}
     for g, members in enumerate(large):
-        index = _fresh("t", taken)
+        index = fresh_name("t", taken)
         rows = np.array([templates[k][1] for k in members], dtype=np.float64).reshape(len(members), -1)
         signs = np.array([terms[k][0] for k in members], dtype=np.float64)
         slots: dict[int, Node] = {}
@@ -92,7 +91,7 @@ def tabulate_terms(definition: Definition, min_terms: int = TERM_TABLE_MIN) -> T
             if np.all(column == column[0]) and not np.isnan(column[0]):
                 slots[j] = Number(0, float(column[0]))
             else:
-                name = _fresh(f"{definition.name}_c{g}_{j}", taken)
+                name = fresh_name(f"{definition.name}_c{g}_{j}", taken)
                 constants[name] = np.ascontiguousarray(column)
                 slots[j] = Read(0, name, (Affine.of(index),))
         body = _filled(templates[members[0]][0], slots)
@@ -100,7 +99,7 @@ def tabulate_terms(definition: Definition, min_terms: int = TERM_TABLE_MIN) -> T
         if np.all(signs == signs[0]):
             sign = int(signs[0])
         else:
-            name = _fresh(f"{definition.name}_s{g}", taken)
+            name = fresh_name(f"{definition.name}_s{g}", taken)
             constants[name] = signs
             body = Binary(0, "*", Read(0, name, (Affine.of(index),)), body)
         zero, last = Limit(Affine.make({}, 0)), Limit(Affine.make({}, len(members) - 1))
@@ -115,8 +114,7 @@ def tabulate_terms(definition: Definition, min_terms: int = TERM_TABLE_MIN) -> T
         else:
             items.append(term)
     body = _signed_chain(items)
-    draft = Definition(definition.name, definition.indices, body, "")
-    return TabulatedTerms(Definition(definition.name, definition.indices, body, unparse(draft)), constants)
+    return TabulatedTerms(Definition.printed(definition.name, definition.indices, body), constants)
 
 
 def _signed_terms(node: Node) -> list[tuple[int, Node]]:
@@ -166,19 +164,3 @@ def _filled(template: Node, slots: dict[int, Node]) -> Node:
         return None
 
     return rebuild(template, fill)
-
-
-def _names_in(definition: Definition) -> set[str]:
-    names = {definition.name, *definition.indices, *definition.arguments()}
-    names |= {node.index for node in walk(definition.body) if isinstance(node, Summation)}
-    return names
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
-

@@ -187,16 +187,17 @@ class _Runner:
         #: the distinct kernels (terms of the same definition share one)
         self.kernels = list({id(k): k for _, _, terms, clear in self.steps
                              for k in [*(k for k, _ in terms), *clear]}.values())
+        # the binding an out= buffer stands for: the last one, when it is the result
+        last = self.steps[-1][0] if self.steps else None
+        self.in_place = last if isinstance(self.result, Var) and self.result.name == last else None
 
     def __call__(self, *args: Any, reused: bool = False) -> Any:
         xp = self.xp
         values = {name: _buffer_of(a, xp) for name, a in zip(self.inputs, args, strict=False)}
         out = args[len(self.inputs)] if len(args) > len(self.inputs) else None
         device_out = None if out is None or xp is np else xp.asarray(out)
-        last = self.steps[-1][0] if self.steps else None
-        target = self.result.name if isinstance(self.result, Var) else None
         for name, shape, terms, clear in self.steps:
-            into = (out if xp is np else device_out) if out is not None and name == target == last else None
+            into = (out if xp is np else device_out) if out is not None and name == self.in_place else None
             if into is None:
                 buffer = xp.zeros(shape or (1,))
             else:
@@ -211,7 +212,7 @@ class _Runner:
             result = values[self.result.name].reshape(out.shape)
             if xp is not np:
                 out[...] = result.get()
-            elif not (target == last and self.steps):  # an input or an earlier binding: copied
+            elif self.in_place is None:  # an input or an earlier binding: copied
                 out[...] = result
             return out
         return self._returned(self.result, values)
@@ -237,8 +238,8 @@ def _loop_source(program: LoweredProgram) -> str:
     for binding in program.bindings:
         for label, terms in (("clear", binding.clear), ("term", binding.terms)):
             for term in terms:
-                arguments = [f"a{k}" for k in range(len(term.arguments))]
-                reads = ", ".join(f"a{k}={name}" for k, name in enumerate(term.arguments))
+                arguments = _canonical(term)
+                reads = ", ".join(f"{a}={name}" for a, name in zip(arguments, term.arguments, strict=True))
                 parts.append(f"# {binding.name} {label}{' += ' if term.accumulate else ' = '}({reads})\n"
                              + support_source(term.definition, arguments, binding.shape, term.accumulate))
     return "\n".join(parts)

@@ -70,7 +70,7 @@ from jacacc.iverson.syntax import (
     recip,
 )
 
-__all__ = ["FEATURES", "MAX_EXTENT", "GeneratedProgram", "build", "features", "random_program"]
+__all__ = ["FEATURES", "MAX_EXTENT", "GeneratedProgram", "build", "features", "random_program", "recurrence"]
 
 MAX_EXTENT = 5
 #: binders (gen and sum) nested at most this deep: the interpreter runs one scalar at a time
@@ -727,3 +727,33 @@ def _atoms(p: Pred) -> list[Pred]:
     if isinstance(p, (And, Or)):
         return _atoms(p.a) + _atoms(p.b)
     return [p]
+
+
+def recurrence(steps: int, n: int) -> tuple[Expr, Var, Var]:
+    """The benchmark recurrence of the compile-cost experiments (``experiments/iverson_recurrence.py``):
+    ``z₀ = x``, ``z_{t+1}[i] = tanh(Σ_j A[i, j]·z_t[j]) + 0.5·z_t[i]``, ``f = Σ_i z_T[i]``, one ``let``
+    per step; returns ``(f, A, x)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jacacc.iverson import evaluate
+    >>> f, A, x = recurrence(2, 3)
+    >>> z = np.ones(3)
+    >>> for _ in range(2):
+    ...     z = np.tanh(np.eye(3) @ z) + 0.5 * z
+    >>> bool(np.isclose(evaluate(f, A=np.eye(3), x=np.ones(3)), z.sum()))
+    True
+    """
+    A, x = Var("A", (n, n)), Var("x", (n,))
+    i, j = iv.index("i"), iv.index("j")
+    previous: Expr = x
+    values = []
+    for t in range(steps):
+        values.append((f"z{t}", iv.gen(i, n, iv.tanh(iv.sum(j, n, A[i, j] * previous[j])) + 0.5 * previous[i])))
+        previous = Var(f"z{t}", (n,))
+    f: Expr = iv.sum(i, n, previous[i])
+    for name, value in reversed(values):
+        f = iv.let(name, value, f)
+    return f, A, x
+

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jacacc.intlin import Form
 from jacacc.iverson._stack import Step, drive
 from jacacc.iverson.normalize import _pushout, bindings_of, gen_pushout
 from jacacc.iverson.syntax import (
@@ -81,10 +80,9 @@ from jacacc.kernels.ir import (
     chain,
     rebuild,
     substitute,
-    unparse,
     walk,
 )
-from jacacc.kernels.support import Pin, affine_nest
+from jacacc.kernels.support import Pin, affine_nest, box_forms, inequality_forms
 
 __all__ = ["HOIST_DEPTH", "LoweredBinding", "LoweredProgram", "Term", "lower"]
 
@@ -170,8 +168,9 @@ def _binding(name: str, value: Expr) -> list[LoweredBinding]:
     shape = tuple(n for _, n in scope)
     indices = [f"i{k}" for k in range(len(scope))]  # canonical: programs that differ in names share kernels
     body = substitute_indices(body, {name: IvAffine({i: 1}) for (name, _), i in zip(scope, indices, strict=True)})
-    addends = _addends(body) if isinstance(body, Add) and any(isinstance(t, Bracket) for t in _addends(body)) \
-        else [body]
+    addends = _operands(body, Add)
+    if not any(isinstance(t, Bracket) for t in addends):  # one term: a sum without brackets stays whole
+        addends = [body]
     pieces: list[tuple[tuple[Condition, ...], Expr, Data | None]] = []
     for term in addends:
         if isinstance(term, Bracket):
@@ -220,21 +219,7 @@ def _clear_term(term: Term) -> Term:
 
 
 def _definition(indices: tuple[str, ...], body: Node) -> Definition:
-    draft = Definition("f", indices, body, "")
-    return Definition("f", indices, body, unparse(draft))
-
-
-def _addends(e: Expr) -> list[Expr]:
-    """The terms of a tree of additions, left to right (no recursion: the tree may be deep)."""
-    out: list[Expr] = []
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Add):
-            stack += [node.b, node.a]
-        else:
-            out.append(node)
-    return out
+    return Definition.printed("f", indices, body)
 
 
 # ----------------------------------------------------------------------------- expressions
@@ -376,14 +361,12 @@ def _operands(e: Expr, kind: type) -> list[Expr]:
 def _bounded_sums(names: list[str], extents: list[int], conditions: tuple[Condition, ...], body: Node) -> Node:
     """``Σ_{k₀} Σ_{k₁} … [conditions] body`` with the conditions turned into the sums' bounds (the
     ones on the enclosing indices alone guard the whole sum)."""
-    forms: list[Form] = []
-    for name, extent in zip(names, extents, strict=True):
-        forms += [({name: 1}, 0), ({name: -1}, extent - 1)]
+    forms = box_forms(names, extents)
     for c in conditions:
-        form: Form = ({str(v): k for v, k in c.form.coeffs}, c.form.const)
-        forms.append(form)
-        if c.relation == "==":
-            forms.append(({v: -k for v, k in form[0].items()}, -form[1]))
+        bounding = inequality_forms(c)
+        # Iverson's comparisons are == and >=, never congruences or quotients: every one bounds a loop
+        assert bounding is not None, f"not an affine comparison: {c}"
+        forms += bounding
     nest = affine_nest(forms, names)
     if nest is None:
         return Number(0, 0.0)

@@ -37,7 +37,7 @@ from jacacc import ops
 
 __all__ = ["CHAIN_FOLD", "CHILDREN", "FUNCTIONS", "LEFT_OUT", "OPERANDS", "Affine", "Binary", "Call", "Condition", "Definition",
            "Guard", "Limit", "Node", "Number", "Power", "Quotient", "Read", "Summation", "Unary",
-           "chain", "children", "expression_text", "free_indices", "rebuild", "rename_binders", "substitute", "unparse",
+           "chain", "children", "expression_text", "free_indices", "fresh_name", "names_in", "rebuild", "rename_binders", "substitute", "unparse",
            "walk"]
 
 #: the unary operations of :mod:`jacacc.ops` the language leaves out, and why
@@ -289,6 +289,15 @@ class Definition:
     def __str__(self) -> str:
         return self.source
 
+    @classmethod
+    def printed(cls, name: str, indices: tuple[str, ...], body: Node) -> Definition:
+        """The definition of a tree built in code, its source the tree printed (:func:`unparse`)."""
+        return cls(name, tuple(indices), body, f"{name}[{', '.join(indices)}] = {expression_text(body)}")
+
+    def names(self) -> set[str]:
+        """Every name the definition uses: its own, its indices and :func:`names_in` its body."""
+        return {self.name, *self.indices} | names_in(self.body)
+
     def arguments(self) -> dict[str, int]:
         """Argument name → number of indices it is read with."""
         return dict(self._arguments)
@@ -341,6 +350,31 @@ def free_indices(node: Node) -> set[str]:
         if isinstance(sub, Node):
             out |= free_indices(sub)
     return out
+
+
+def names_in(node: Node) -> set[str]:
+    """Every name under ``node``: the arguments read, the indices of reads, sums' bounds and brackets,
+    and the sums' own indices."""
+    out: set[str] = set()
+    for n in walk(node):
+        if isinstance(n, Read):
+            out |= {n.argument}.union(*(a.names for a in n.indices))
+        elif isinstance(n, Summation):
+            out |= {n.index}.union(*(lim.numerator.names for lim in (*n.lower, *n.upper)))
+        elif isinstance(n, Guard):
+            out |= set().union(*(c.form.names for c in n.conditions))
+    return out
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base1``, ``base2`` … the first not in ``taken``; added to ``taken``."""
+    name = base
+    k = 1
+    while name in taken:
+        name = f"{base}{k}"
+        k += 1
+    taken.add(name)
+    return name
 
 
 #: a chain of up to this many ``+``/``-`` (or ``*``/``/``) operands is folded to the left, as Python

@@ -48,7 +48,7 @@ from jacacc.kernels.functions import modules
 from jacacc.kernels.ir import Affine, Condition, Definition, Guard, Limit, Quotient
 from jacacc.kernels.loops import _KERNELS, _compiled_module, _load, _module_text
 
-__all__ = ["Loop", "Pin", "affine_nest", "numba_support_kernel", "python_support_kernel", "support_source"]
+__all__ = ["Loop", "Pin", "affine_nest", "box_forms", "inequality_forms", "numba_support_kernel", "python_support_kernel", "support_source"]
 
 
 @dataclass(frozen=True)
@@ -126,15 +126,15 @@ def support_source(definition: Definition, arguments: Sequence[str], shape: Sequ
     conditions: tuple[Condition, ...] = ()
     if isinstance(body, Guard) and set().union(*(c.form.names for c in body.conditions)) <= set(env):
         conditions, body = body.conditions, body.body
-    bounded = [c for c in conditions if _affine_inequalities(c) is not None]
-    checked = [c for c in conditions if _affine_inequalities(c) is None]
+    bounded = [c for c in conditions if inequality_forms(c) is not None]
+    checked = [c for c in conditions if inequality_forms(c) is None]
     params = ", ".join(["_out", *(arrays[a] for a in arguments)])
     lines = [f"# {definition.source}", f"def kernel({params}):"]
     em = Emitter("py", arrays, calls=Calls.of(calls, "py"))
     em.unsigned_reads = parallel
     em.reorder_sums = False
     em.indent = 1
-    nest = affine_nest(_box(definition.indices, shape) + [f for c in bounded for f in _affine_inequalities(c)],
+    nest = affine_nest(box_forms(definition.indices, shape) + [f for c in bounded for f in inequality_forms(c)],
                        definition.indices)
     if nest is None:  # the support is empty
         return "\n".join([*lines, "    return", ""])
@@ -166,8 +166,8 @@ def _open(em: Emitter, conditions: Sequence[Condition], env: dict[str, str]) -> 
         em.indent += 1
 
 
-def _box(indices: Sequence[str], shape: Sequence[int]) -> list[Form]:
-    """``0 ≤ i ≤ n − 1`` for each index and extent, as forms ``≥ 0``."""
+def box_forms(indices: Sequence[str], shape: Sequence[int]) -> list[Form]:
+    """``0 ≤ i ≤ n − 1`` for each index and extent, as forms ``≥ 0`` (:func:`affine_nest`'s input)."""
     if len(indices) != len(shape):
         raise ValueError(f"{len(indices)} indices but a shape of {len(shape)} extents")
     out: list[Form] = []
@@ -176,7 +176,7 @@ def _box(indices: Sequence[str], shape: Sequence[int]) -> list[Form]:
     return out
 
 
-def _affine_inequalities(c: Condition) -> list[Form] | None:
+def inequality_forms(c: Condition) -> list[Form] | None:
     """``c`` as forms ``≥ 0`` (an equality as two), or None where it is a congruence or reads a
     floor quotient (then it is tested inside the loops)."""
     if c.relation == "%" or any(isinstance(v, Quotient) for v, _ in c.form.coeffs):

@@ -141,7 +141,6 @@ from jacacc.kernels.ir import (
     Read,
     Summation,
     chain,
-    expression_text,
     substitute,
     walk,
 )
@@ -850,7 +849,7 @@ class FusedKernel:
         body = builder.body()
         assert builder.inputs == list(region.inputs)
         indices = _output_names(root) or ("z",)
-        self.definition = Definition("fused", indices, body, f"fused[{', '.join(indices)}] = {expression_text(body)}")
+        self.definition = Definition.printed("fused", indices, body)
         self.arguments = [f"x{k}" for k in range(len(region.inputs))]
         self.shape = root.shape
         self.kernel_shape = root.shape or (1,)

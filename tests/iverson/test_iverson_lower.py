@@ -13,6 +13,7 @@ import pytest
 from iverson_programs import flat, program_and_gradients
 
 import jacacc.iverson as iv
+from jacacc.iverson.generate import recurrence
 from jacacc.iverson.lower import HOIST_DEPTH, lower
 from jacacc.kernels.ir import Affine, Condition, Definition, Guard, Number
 from jacacc.kernels.support import affine_nest, python_support_kernel, support_source
@@ -51,23 +52,16 @@ def test_an_infeasible_support_writes_nothing_and_equalities_are_solved() -> Non
     assert type(levels[1]).__name__ == "Pin"  # 3j = i − 1: j is computed, not looped over
 
 
-def _recurrence(steps: int, n: int = 5) -> tuple[iv.Expr, iv.Expr]:
-    A, x = iv.var("A", (n, n)), iv.var("x", (n,))
-    i, j = iv.index("i"), iv.index("j")
-    prev, values = x, []
-    for t in range(steps):
-        values.append((f"z{t}", iv.gen(i, n, iv.tanh(iv.sum(j, n, A[i, j] * prev[j])) + 0.5 * prev[i])))
-        prev = iv.var(f"z{t}", (n,))
-    f = iv.sum(i, n, prev[i])
-    for name, value in reversed(values):
-        f = iv.let(name, value, f)
-    return iv.grad(f, x), f
+def _recurrence(steps: int, n: int = 5) -> iv.Expr:
+    """The gradient w.r.t. x of the benchmark recurrence."""
+    f, _, x = recurrence(steps, n)
+    return iv.grad(f, x)
 
 
 def test_the_steps_of_a_recurrence_share_their_kernels() -> None:
     """Compile work grows with the distinct steps, not with the program: 60 steps, few kernels."""
     pytest.importorskip("numba")
-    g, _ = _recurrence(60)
+    g = _recurrence(60)
     program = lower(g)
     texts = {term.definition.source for b in program.bindings for term in (*b.terms, *b.clear)}
     assert len(program.bindings) > 100 and len(texts) <= 10
@@ -148,14 +142,14 @@ def test_cuda_sources_compile_with_nvcc() -> None:
     from jacacc.iverson.codegen import _loop_backend
     from jacacc.kernels import cuda_ptx_many
 
-    g, _ = _recurrence(3)
+    g = _recurrence(3)
     sources = ["// f[" + text for text in dict.fromkeys(_loop_backend(g, "cuda-host").source.split("// f[")[1:])]
     assert sources and all(len(found) == 1 for found in cuda_ptx_many(sources))
 
 
 @pytest.mark.gpu
 def test_cupy_backend_agrees_with_the_interpreter(cupy_gpu) -> None:
-    g, _ = _recurrence(20)
+    g = _recurrence(20)
     rng = np.random.default_rng(2)
     arrays = {"A": rng.normal(size=(5, 5)) * 0.4, "x": rng.normal(size=5)}
     assert np.allclose(iv.compile(g, backend="cupy")(**arrays), iv.evaluate(g, **arrays), rtol=1e-12, atol=1e-300)
