@@ -2,7 +2,8 @@
 #   make demo   create .venv, install with the CPU extras, tour the five systems (each result checked)
 #   make test   create .venv if missing, install every CPU-capable extra, run the tests
 # and: make docs (the site: docs/_build/html), make experiments (results/, figures/, the docs' tables),
-#      make test-scripts (the experiment scripts' and the site's end-to-end runs; CI runs them too),
+#      make test-extra (the experiment scripts' and the site's end-to-end runs, and the exhaustive
+#      checks that make test samples; CI runs them too),
 #      make test-slow, make lint
 PYTHON ?= python3
 VENV   := .venv
@@ -16,7 +17,7 @@ PIP_INSTALL := $(PIP) install --quiet --no-compile
 # workers and subprocesses alike, compiles every module it imports again, torch and JAX included
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-scripts test-slow lint docs experiments clean
+.PHONY: demo test test-extra test-slow lint docs experiments clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +41,10 @@ demo: $(VENV)/.demo-installed
 	$(PY) -m jacacc.demo
 
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow and not scripts"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow and not scripts and not exhaustive"
 
-test-scripts: $(VENV)/.test-installed
-	$(PY) -m pytest -q -n auto --dist loadfile -m "scripts and not slow"
+test-extra: $(VENV)/.test-installed
+	$(PY) -m pytest -q -n auto --dist loadfile -m "(scripts or exhaustive) and not slow"
 
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -q -m slow

@@ -755,12 +755,16 @@ declare("minimum", 2, "np.minimum", lambda f, a, b, out: [f.lt(a, b) + 0.5 * f.e
         cuda="jc_minimum", jax=("min",), torch="torch.minimum",
         domain="kink where a = b: each partial is 1/2 there (as JAX); NaN propagates",
         derivative_text="[a < b] + [a = b]/2, [a > b] + [a = b]/2")
-declare("fmax", 2, "np.fmax", lambda f, a, b, out: [f.gt(a, b) + 0.5 * f.eq(a, b), f.lt(a, b) + 0.5 * f.eq(a, b)],
+# fmax / fmin return the other operand where one is NaN, so that operand's partial is 1 there
+# ([b ≠ b] is 1 exactly where b is NaN)
+declare("fmax", 2, "np.fmax", lambda f, a, b, out: [f.gt(a, b) + 0.5 * f.eq(a, b) + f.ne(b, b),
+                                                    f.lt(a, b) + 0.5 * f.eq(a, b) + f.ne(a, a)],
         cuda="fmax", torch="torch.fmax", domain="as maximum, ignoring a NaN operand",
-        derivative_text="[a > b] + [a = b]/2, [a < b] + [a = b]/2")
-declare("fmin", 2, "np.fmin", lambda f, a, b, out: [f.lt(a, b) + 0.5 * f.eq(a, b), f.gt(a, b) + 0.5 * f.eq(a, b)],
+        derivative_text="[a > b] + [a = b]/2 + [b is NaN], [a < b] + [a = b]/2 + [a is NaN]")
+declare("fmin", 2, "np.fmin", lambda f, a, b, out: [f.lt(a, b) + 0.5 * f.eq(a, b) + f.ne(b, b),
+                                                    f.gt(a, b) + 0.5 * f.eq(a, b) + f.ne(a, a)],
         cuda="fmin", torch="torch.fmin", domain="as minimum, ignoring a NaN operand",
-        derivative_text="[a < b] + [a = b]/2, [a > b] + [a = b]/2")
+        derivative_text="[a < b] + [a = b]/2 + [b is NaN], [a > b] + [a = b]/2 + [a is NaN]")
 # log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); the partials are logistic(a - b) and
 # logistic(b - a), written with out so that large operands do not overflow
 declare("logaddexp", 2, "np.logaddexp", lambda f, a, b, out: [f.exp(a - out), f.exp(b - out)],

@@ -727,7 +727,29 @@ def _file_module(text: str, directory: Path) -> Any:
     # registered: Numba finds a function's module by name, to cache it and to load it again
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    for value in vars(module).values():
+        _recover_from_corrupt_cache(value)
     return module
+
+
+def _recover_from_corrupt_cache(dispatcher: Any) -> None:
+    """Let a Numba function whose on-disk cache entry cannot be read (a truncated or overwritten
+    ``.nbi``/``.nbc`` file) compile afresh and write a new entry, instead of failing at every call
+    in every process until the cache is deleted: Numba's own loader raises the unpickling error."""
+    cache = getattr(dispatcher, "_cache", None)  # a Numba dispatcher's FunctionCache (cache=True)
+    load = getattr(cache, "load_overload", None)
+    if load is None or getattr(load, "recovers", False):
+        return
+
+    def load_or_forget(signature: Any, target_context: Any) -> Any:
+        try:
+            return load(signature, target_context)
+        except Exception:  # noqa: BLE001 - any failure to read the entry: it is rewritten
+            cache.flush()  # an empty index: the compile that follows saves a new entry
+            return None
+
+    load_or_forget.recovers = True  # type: ignore[attr-defined]
+    cache.load_overload = load_or_forget
 
 
 #: Numba: below this many elements (of the result or of the largest input) a kernel runs on the

@@ -69,7 +69,11 @@ def _argnum_sequence(argnum: Any) -> tuple[Any, ...]:
 
 
 def _as_array(a: Any, position: int, differentiated: bool) -> Any:
-    """``a`` as a NumPy (or CuPy) array; complex refused, integers refused where differentiated."""
+    """``a`` as a NumPy (or CuPy) array; complex refused, integers refused where differentiated,
+    masked arrays refused (``np.asarray`` would drop the mask)."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(f"argument {position} is a masked array (numpy.ma): jacacc.tensor would drop its mask; "
+                        "pass the data with the masked entries filled (a.filled(value)) and the mask as an array")
     if not type(a).__module__.startswith("cupy"):
         a = np.asarray(a)
     require_real_dtype(a.dtype, f"argument {position}", "jacacc.tensor")

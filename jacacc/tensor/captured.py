@@ -49,6 +49,8 @@ True
 
 from __future__ import annotations
 
+import array
+import collections
 import contextlib
 import dis
 import functools
@@ -76,6 +78,8 @@ class SideEffectWarning(UserWarning):
 MAX_BINDINGS = 100_000
 _MISSING = object()
 _IMMUTABLE_SCALARS = (int, float, complex, str, bytes, bool, type(None), np.generic)
+#: builtins through which code reads globals by names computed at run time
+_DYNAMIC_LOOKUPS = frozenset({"globals", "eval", "exec", "vars"})
 
 
 # ---------------------------------------------------------------------------- what belongs to a library
@@ -139,6 +143,8 @@ def _same(now: Any, then: Any) -> bool:
     if type(now) is not type(then):
         return False
     if isinstance(then, _IMMUTABLE_SCALARS):
+        if isinstance(then, float | np.floating) and then == 0:  # 0.0 and -0.0: 1/x differs
+            return bool(now == then) and bool(np.signbit(now) == np.signbit(then))
         return bool(now == then) or (now != now and then != then)  # NaN is NaN here
     if isinstance(then, tuple | frozenset):  # a dict's keys, a set's members
         try:
@@ -151,9 +157,22 @@ def _same(now: Any, then: Any) -> bool:
 def _same_array(now: np.ndarray, then: np.ndarray) -> bool:
     if now.shape != then.shape or now.dtype != then.dtype:
         return False
-    if now.dtype.kind in "fc":
-        return bool(np.array_equal(now, then, equal_nan=True))
+    if now.dtype.kind == "f":  # the sign of a zero counts (1/x, copysign, arctan2 read it)
+        return bool(np.array_equal(now, then, equal_nan=True)) and bool(np.array_equal(np.signbit(now),
+                                                                                       np.signbit(then)))
+    if now.dtype.kind == "c":
+        return _same_array(now.real, then.real) and _same_array(now.imag, then.imag)
     return bool(np.array_equal(now, then))
+
+
+def _array_of(value: Any, where: str) -> np.ndarray:
+    """A library object's values as a NumPy array (a torch tensor, a pandas frame: ``__array__``)."""
+    try:
+        return np.asarray(value)
+    except Exception as error:  # noqa: BLE001 - any failure means the values cannot be read
+        raise TraceError(f"{where} is a {type(value).__module__}.{type(value).__name__} whose values cannot be read "
+                         f"as an array ({error}), so a cached plan could not tell when it changes; pass it as an "
+                         "argument") from None
 
 
 class Captured:
@@ -168,7 +187,8 @@ class Captured:
     def __init__(self) -> None:
         # (description, read-now, the object then)
         self.bindings: list[tuple[str, Callable[[], Any], Any]] = []
-        self.arrays: list[tuple[str, np.ndarray, np.ndarray]] = []
+        # (description, the array itself or a function reading it now, a copy of it then)
+        self.arrays: list[tuple[str, np.ndarray | Callable[[], np.ndarray], np.ndarray]] = []
         self.generators: list[tuple[str, Any]] = []
         self.complete = True
         self._reached: set[int] = set()
@@ -198,8 +218,8 @@ class Captured:
             now = read()
             if now is not then and not _same(now, then):  # identity first: the check runs at every call
                 return what
-        for what, now, then in self.arrays:
-            if not _same_array(now, then):
+        for what, source, then in self.arrays:
+            if not _same_array(source if isinstance(source, np.ndarray) else source(), then):
                 return what
         return None
 
@@ -257,7 +277,7 @@ class Captured:
                         (("func", value.func), ("args", value.args), ("keywords", value.keywords)))
         elif isinstance(value, tuple | frozenset):
             yield from ((item, f"{where}[{k}]", names) for k, item in enumerate(value))
-        elif isinstance(value, list):
+        elif isinstance(value, list | collections.deque):
             self._bind(f"{where} changed length", functools.partial(len, value), len(value))
             for k, item in enumerate(value):
                 self._bind(f"{where}[{k}] was replaced", functools.partial(_item, value, k), item)
@@ -266,6 +286,11 @@ class Captured:
             yield from self._entries(value, where, names)
         elif isinstance(value, set):
             self._bind(f"{where} changed", functools.partial(frozenset, value), frozenset(value))
+        elif isinstance(value, bytearray | array.array | memoryview):  # NumPy reads their buffers
+            self._bind(f"{where} changed", functools.partial(_buffer_bytes, value), _buffer_bytes(value))
+        elif hasattr(type(value), "__array__") and _is_library(type(value)):  # a torch tensor, a pandas frame
+            read = functools.partial(_array_of, value, where)
+            self.arrays.append((f"the values of {where} changed", read, read().copy()))
         elif isinstance(value, types.ModuleType | type):
             if not _is_library(value):
                 yield from self._attributes(value.__dict__, where, names)
@@ -285,8 +310,12 @@ class Captured:
             self._bind(f"the closure variable {variable!r} was rebound", functools.partial(_cell, cell), content)
             if content is not _MISSING:
                 yield content, f"the closure variable {variable!r}", names
-        # a name absent from the globals is a builtin: not a global read
-        for name in sorted(_global_names(f.__code__) & f.__globals__.keys()):
+        # a name absent from the globals is a builtin: not a global read; code that calls globals(),
+        # eval, exec or vars can read any global by a name computed at run time: all are checked
+        read = _global_names(f.__code__)
+        if read & _DYNAMIC_LOOKUPS:
+            read = read | {name for name in f.__globals__ if not name.startswith("__")}
+        for name in sorted(read & f.__globals__.keys()):
             value = f.__globals__[name]
             self._bind(f"the global {name!r} was rebound", functools.partial(f.__globals__.get, name, _MISSING),
                        value)
@@ -319,7 +348,10 @@ class Captured:
         library = _is_library(cls)
         if isinstance(state, dict):
             if library:
-                yield from self._attributes(state, where, names)
+                # the attributes the code names, and every array the object holds: a library's
+                # methods read their own (scipy.sparse's data, indices and indptr in ``S @ x``)
+                arrays = frozenset(k for k, v in state.items() if isinstance(v, np.ndarray))
+                yield from self._attributes(state, where, names | arrays)
             else:
                 yield from self._entries(state, f"{where}.__dict__", names)
         for klass in cls.__mro__:
@@ -333,8 +365,13 @@ class Captured:
                     yield read(), f"{where}.{slot}", names
 
 
-def _item(sequence: list, k: int) -> Any:
+def _item(sequence: list | collections.deque, k: int) -> Any:
     return sequence[k] if k < len(sequence) else _MISSING
+
+
+def _buffer_bytes(buffer: bytearray | array.array | memoryview) -> tuple[str, bytes]:
+    typecode = getattr(buffer, "typecode", None) or getattr(buffer, "format", "B")
+    return typecode, bytes(buffer)
 
 
 def _keys(mapping: dict) -> tuple:
@@ -373,6 +410,34 @@ def _comparable(state: tuple) -> tuple:
 
 
 @contextlib.contextmanager
+def _unseeded_generators_counted() -> Iterator[list[int]]:
+    """Count, in a list, the NumPy generators this thread seeds from OS entropy meanwhile: every
+    unseeded one (``default_rng()``, ``PCG64()``, ``RandomState()``) draws its seed through
+    ``numpy.random.bit_generator.randbits``."""
+    import threading
+
+    from numpy.random import bit_generator
+
+    original = getattr(bit_generator, "randbits", None)
+    calls: list[int] = []
+    if original is None:  # another NumPy: nothing to count
+        yield calls
+        return
+    thread = threading.get_ident()
+
+    def counted(bits: int) -> int:
+        if threading.get_ident() == thread:
+            calls.append(bits)
+        return original(bits)
+
+    bit_generator.randbits = counted
+    try:
+        yield calls
+    finally:
+        bit_generator.randbits = original
+
+
+@contextlib.contextmanager
 def refuse_impure_trace(captured: Captured, name: str, transformation: str) -> Iterator[None]:
     """Trace inside this context: a function that draws random numbers while
     traced is refused with a :class:`~jacacc.errors.TraceError`; one that
@@ -385,8 +450,12 @@ def refuse_impure_trace(captured: Captured, name: str, transformation: str) -> I
     global_state = _global_numpy_state()
     python_state = random.getstate()
     generators = [(where, g, _generator_state(g)) for where, g in captured.generators]
-    yield
+    with _unseeded_generators_counted() as unseeded:
+        yield
     drawn = []
+    if unseeded:
+        drawn.append("a generator it seeds from the operating system's entropy (np.random.default_rng() or "
+                     "a bit generator without a seed)")
     if _global_numpy_state() != global_state:
         drawn.append("NumPy's global generator (np.random)")
     if random.getstate() != python_state:

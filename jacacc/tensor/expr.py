@@ -65,7 +65,9 @@ def _table_function(op: ops.Operation) -> Any:
 # operation of the table (jacacc.ops), and the tensor level's two with a constant parameter ``p``
 UNARY: dict[str, Any] = {
     **{op.name: _table_function(op) for op in ops.iterate()},
-    "pow": lambda xp, a, p: a**p,  # the table's pow with the constant exponent p
+    # the table's pow: called (xp, a, p) with the constant exponent p as the node's parameter, or
+    # (xp, a, b, None) with the exponent an operand; either way the second argument is the exponent
+    "pow": lambda xp, a, b, p=None: a**b,
     "shift": lambda xp, a, p: a + p,  # the table's add with the constant p
 }
 # elementwise functions whose derivative is zero wherever it exists

@@ -368,7 +368,7 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
     only) or None."""
     if node.kind == "unary":
         name, _ = node.param
-        if name in ("pow", "shift") or (name in FUNCTIONS and name not in SLOW_IN_KERNELS and len(node.args) == 1):
+        if (name in ("pow", "shift") and len(node.args) == 1) or (name in FUNCTIONS and name not in SLOW_IN_KERNELS and len(node.args) == 1):
             return "elementwise"
         if ops.resolve(name) in _BINARY and len(node.args) == 2:
             return "elementwise"

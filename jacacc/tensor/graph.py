@@ -85,10 +85,10 @@ def elementwise_derivatives(node: Tensor) -> list[Tensor | ops.Zero]:
     The derivatives are the operation table's (:mod:`jacacc.ops`), built with
     the nodes already there (``exp' = C``, ``tanh' = 1 − C²``) so they reuse
     the function's values; :data:`~jacacc.ops.ZERO` where a partial is zero.
-    ``pow`` and ``shift`` carry their constant second operand in the node.
+    ``shift``, and ``pow`` with a constant exponent, carry their constant second operand in the node.
     """
     name, p = node.param
-    if name == "pow":
+    if name == "pow" and len(node.args) == 1:
         return ops.partials("pow", _BUILDER, (node.args[0], p), node)[:1]
     if name == "shift":
         return ops.partials("add", _BUILDER, (node.args[0], p), node)[:1]

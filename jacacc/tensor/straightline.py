@@ -331,7 +331,7 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
 def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) -> str:
     """An elementwise function as source: the tensor level's ``pow`` and ``shift`` as
     operators, the table's operations (:mod:`jacacc.ops`) by their NumPy callable."""
-    if name == "pow":
+    if name == "pow" and p is not None:
         return f"{operands[0]} ** {p!r}"
     if name == "shift":
         return f"{operands[0]} + {p!r}"

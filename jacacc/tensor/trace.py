@@ -24,6 +24,7 @@ exp(X *(ij,j,i) w)
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import itertools
@@ -66,7 +67,9 @@ class Traced:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(np.float64)
+        # the dtype the plan computes in (float32 or float64: one per plan, a key of its cache), so
+        # that ``if x.dtype == np.float32`` takes the branch the arguments' dtype takes in NumPy
+        return _TRACE_DTYPE.get()
 
     def __len__(self) -> int:
         if not self.shape:
@@ -391,9 +394,11 @@ def _power(x: Any, y: Any) -> Traced:
         # has no real derivative in y anywhere: refuse rather than return NaNs.
         raise UnsupportedOperationError(f"np.power: the constant base {base:g} is not positive; c ** x is "
                                         "differentiable in x only for c > 0")
-    # x ** y = exp(y · log x), defined for x > 0 (NaN where x <= 0, as NumPy's log)
-    _result_shape("power", a, b)
-    return Traced(E.unary("exp", _elementwise_product(b, E.unary("log", a), "power")))
+    # x ** y with the exponent an array: the table's pow of two operands, so that a negative base
+    # keeps NumPy's value at integer exponents (exp(y · log x) would be NaN there); its partials
+    # are y · x ** (y − 1) and log(x) · x ** y, as jax.lax.pow's
+    _result_shape("power", a, b)  # shapes that do not broadcast are refused under NumPy's name
+    return _binary_elementwise("pow", x, y)
 
 
 def _elementwise(name: str, x: Any) -> Traced:
@@ -477,6 +482,13 @@ def _ufunc_square(x: Any) -> Traced:
     return Traced(E.unary("pow", _node(x), 2.0))
 
 
+def _ufunc_heaviside(x: Any, h0: Any) -> Traced:
+    """``np.heaviside(x, h0)``: 1 where x > 0, ``h0`` where x = 0, 0 where x < 0 and NaN where x is
+    NaN, as NumPy; piecewise constant in x (derivative 0), linear in ``h0``."""
+    step = _binary_elementwise("gt", x, 0.0) + _binary_elementwise("eq", x, 0.0) * h0
+    return _where(_binary_elementwise("ne", x, x), np.nan, step)
+
+
 _UFUNCS.update({
     "add": lambda x, y: _binary("add", x, y),
     "subtract": lambda x, y: _binary("subtract", x, y),
@@ -488,6 +500,7 @@ _UFUNCS.update({
     "negative": _ufunc_negative,
     "positive": lambda x: Traced(_node(x)),
     "square": _ufunc_square,
+    "heaviside": _ufunc_heaviside,
     "matmul": lambda x, y: _matmul(x, y),
 })
 
@@ -672,12 +685,18 @@ def argument_names(f: Callable, n: int) -> list[str]:
     return names if len(set(names)) == n else [f"x{k}" for k in range(n)]
 
 
+#: the dtype of the trace under way (:attr:`Traced.dtype`)
+_FLOAT64 = np.dtype(np.float64)
+_TRACE_DTYPE: contextvars.ContextVar[np.dtype] = contextvars.ContextVar("jacacc_trace_dtype", default=_FLOAT64)
+
+
 def trace(f: Callable, args: Sequence[Any]) -> TracedFunction:
     """Trace ``f`` at arrays shaped like ``args`` into an expression DAG.
 
     Every argument becomes a ``var`` named after ``f``'s parameter; ``f`` must
     return one traced tensor (a constant result is allowed: it does not depend
-    on the arguments).
+    on the arguments).  Traced values report the arguments' float dtype
+    (float32 where every float argument is float32, else float64).
 
     Raises
     ------
@@ -688,7 +707,13 @@ def trace(f: Callable, args: Sequence[Any]) -> TracedFunction:
     """
     names = argument_names(f, len(args))
     inputs = tuple(E.var(name, np.shape(a)) for name, a in zip(names, args, strict=True))
-    result = f(*(Traced(x) for x in inputs))
+    floats = [np.asarray(a).dtype for a in args if np.asarray(a).dtype.kind == "f"]
+    single = bool(floats) and all(d == np.float32 for d in floats)
+    token = _TRACE_DTYPE.set(np.dtype(np.float32 if single else np.float64))
+    try:
+        result = f(*(Traced(x) for x in inputs))
+    finally:
+        _TRACE_DTYPE.reset(token)
     if isinstance(result, tuple | list):
         raise TraceError("jacacc.tensor differentiates functions returning one array; this one returned a "
                          f"{type(result).__name__} of {len(result)}")

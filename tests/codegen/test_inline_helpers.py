@@ -119,6 +119,7 @@ def test_leading_comments_kept_and_text_without_calls_unchanged():
     assert inline_helpers(odd, HELPER_NAMES) is odd
 
 
+@pytest.mark.exhaustive  # two Numba compiles of erf, logaddexp …: 9 s
 def test_inlined_module_matches_the_original_under_numba_bit_for_bit():
     numba = pytest.importorskip("numba")
     body = ["for i in range(x.shape[0]):",

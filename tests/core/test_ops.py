@@ -235,8 +235,11 @@ def test_declaring_a_taken_name_is_refused():
         ops.declare("exp", 1, "np.exp", lambda f, x, out: [out])
 
 
-@pytest.mark.parametrize("backend, tier", [("numpy", "straight"), ("numba", "straight"), ("numpy", "table"),
-                                           ("numba", "table")])
+# under Numba, every operation in one kernel compiles for 10-15 s: exhaustive (make test-extra); make test
+# compiles each operation's Numba spelling in tests/core/test_ops_iverson_elementwise.py
+@pytest.mark.parametrize("backend, tier", [("numpy", "straight"), ("numpy", "table"),
+                                           pytest.param("numba", "straight", marks=pytest.mark.exhaustive),
+                                           pytest.param("numba", "table", marks=pytest.mark.exhaustive)])
 def test_compiled_kernels_carry_every_operation(backend, tier):
     """One traced function of three inputs applying every operation (operand k is ``x[k] + c``, ``c``
     placing it inside the operation's domain); its compiled kernel's values and Jacobian against the

@@ -37,7 +37,7 @@ def public_modules() -> list[str]:
                          if not any(part.startswith("_") for part in m.name.split("."))]
 
 
-@pytest.mark.scripts  # half a minute of Sphinx: `make test-scripts`
+@pytest.mark.scripts  # half a minute of Sphinx: `make test-extra`
 def test_site_builds(tmp_path):
     """The site builds as ``make docs`` builds it (-W: a warning fails), with a page per Markdown
     page, an API page per main name and per public module, and the pages' figures.

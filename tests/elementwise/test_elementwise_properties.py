@@ -136,6 +136,7 @@ def test_printed_derivatives_parse_back(case, seed):
 
 
 # ----------------------------------------------------------------------------- the seeded sweep
+@pytest.mark.exhaustive  # the hypothesis tests above run the same checks on drawn functions in make test
 def test_seeded_functions():
     """Every check on :data:`SEEDS` of the plain generator (larger functions than hypothesis tends
     to draw); the failure lists every seed that fails, with its source and the error."""

@@ -1,4 +1,4 @@
-"""The experiment scripts' end-to-end runs are marked ``scripts`` (``make test-scripts``; CI runs them).
+"""The experiment scripts' end-to-end runs are marked ``scripts`` (``make test-extra``; CI runs them).
 
 A test that runs a script — its quick run, its notebook, its reproduction script — measures
 timings and pays for compiles in fresh child processes: half a minute each on two cores. They

@@ -99,7 +99,7 @@ def test_bench_progress_bar_is_quiet_off_a_terminal_and_drawn_when_asked(capsys,
     assert "2/2" in capsys.readouterr().err
 
 
-@pytest.mark.scripts  # runs the benchmark script end to end: `make test-scripts`
+@pytest.mark.scripts  # runs the benchmark script end to end: `make test-extra`
 def test_cli_bench_end_to_end(tmp_path, capsys):
     pytest.importorskip("numba")
     pytest.importorskip("matplotlib")

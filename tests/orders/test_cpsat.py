@@ -185,7 +185,7 @@ def load_benchmark():
     return module
 
 
-@pytest.mark.scripts  # runs the benchmark script end to end: `make test-scripts`
+@pytest.mark.scripts  # runs the benchmark script end to end: `make test-extra`
 def test_search_benchmark_runs_at_a_tiny_size(tmp_path):
     bench = load_benchmark()
     assert bench.main(["--sizes", "4", "6", "--time-limit", "2", "--zoo", "BlackScholes", "--search-workers", "1",

@@ -167,6 +167,69 @@ def test_captured_names_what_changed():
     assert "'offset'" in captured.changed()
 
 
+def test_the_sign_of_a_captured_zero_counts():
+    """0.0 and -0.0 compare equal, yet arctan2, copysign and 1/x tell them apart: a scalar or an
+    array entry that changes sign is a change."""
+    c = 0.0
+    g = jt.grad(lambda x: np.sum(x * np.arctan2(c, -1.0)))
+    np.testing.assert_allclose(g(X), np.pi)
+    c = -0.0
+    np.testing.assert_allclose(g(X), -np.pi)
+    w = np.zeros(3)
+    h = jt.grad(lambda x: np.sum(x * np.arctan2(w, -1.0)))
+    np.testing.assert_allclose(h(X), np.pi)
+    w[1] = -0.0
+    np.testing.assert_allclose(h(X), [np.pi, -np.pi, np.pi])
+
+
+def test_containers_numpy_reads_are_checked():
+    """A deque, an array.array, a scipy.sparse matrix's arrays and a torch tensor, changed in place."""
+    import array
+    import collections
+
+    import scipy.sparse
+
+    d = collections.deque([1.0, 2.0])
+    g = jt.grad(lambda x: np.sum(x * d[-1]))
+    g(X)
+    d.append(5.0)
+    np.testing.assert_allclose(g(X), 5.0)
+    a = array.array("d", [1.0, 2.0, 3.0])
+    g = jt.grad(lambda x: np.sum(x * np.asarray(a)))
+    g(X)
+    a[0] = -4.0
+    np.testing.assert_allclose(g(X), [-4.0, 2.0, 3.0])
+    S = scipy.sparse.csr_matrix(np.diag([1.0, 2.0, 3.0]))
+    g = jt.grad(lambda x: np.sum(S.toarray() @ x))
+    g(X)
+    S.data[2] = 10.0
+    np.testing.assert_allclose(g(X), [1.0, 2.0, 10.0])
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([1.0, 1.0, 1.0], dtype=torch.float64)
+    g = jt.grad(lambda x: np.sum(x * t.numpy()))
+    g(X)
+    t[1] = 7.0
+    np.testing.assert_allclose(g(X), [1.0, 7.0, 1.0])
+
+
+DYNAMIC_SCALE = 2.0
+
+
+def test_globals_read_by_a_computed_name_are_checked():
+    """Code that reads globals through globals(), eval or vars can read any of them."""
+    global DYNAMIC_SCALE
+    g = jt.grad(lambda x: np.sum(x * globals()["DYNAMIC_SCALE"]))
+    e = jt.grad(lambda x: np.sum(x * eval("DYNAMIC_SCALE")))  # noqa: S307 - what is tested
+    np.testing.assert_allclose(g(X), 2.0)
+    np.testing.assert_allclose(e(X), 2.0)
+    try:
+        DYNAMIC_SCALE = 3.0
+        np.testing.assert_allclose(g(X), 3.0)
+        np.testing.assert_allclose(e(X), 3.0)
+    finally:
+        DYNAMIC_SCALE = 2.0
+
+
 #: a module global that shares its name with an attribute ``f`` reads (``V.T``)
 T = np.ones((300, 300))
 
@@ -189,6 +252,15 @@ def test_random_draws_are_refused_by_name():
         jt.hessian(lambda x: np.sum(rng.normal(size=3) * x ** 2))(X)
     with pytest.raises(TraceError, match="Python's random module"):
         jt.grad(lambda x: np.sum(random.random() * x))(X)
+
+
+def test_a_generator_seeded_from_entropy_inside_f_is_refused():
+    """np.random.default_rng() inside f draws other numbers at every call: a cached plan would
+    repeat the first call's; a generator seeded by the code is the same at every call."""
+    with pytest.raises(TraceError, match="operating system's entropy"):
+        jt.grad(lambda x: np.sum(np.random.default_rng().normal(size=3) * x))(X)
+    g = jt.grad(lambda x: np.sum(np.random.default_rng(7).normal(size=3) * x))
+    np.testing.assert_allclose(g(X), np.random.default_rng(7).normal(size=3))
 
 
 def test_a_generator_not_drawn_from_is_fine():
@@ -262,3 +334,10 @@ def test_a_function_reaching_too_much_is_traced_at_every_call(monkeypatch):
     table[2] = 3.0
     with pytest.warns(RuntimeWarning, match="every call"):
         np.testing.assert_allclose(g(X), 6 * X)
+
+
+def test_a_masked_array_argument_is_refused_by_name():
+    """np.asarray drops a mask: NumPy's np.ma arithmetic would skip the masked entries, the plan would not."""
+    data = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    with pytest.raises(TypeError, match=r"argument 1 is a masked array \(numpy.ma\)"):
+        jt.grad(lambda x, d: np.sum(x * d))(X, data)

@@ -663,6 +663,7 @@ def test_fused_regions_cuda_sources_compile_with_nvcc() -> None:
         assert len(found) == 1, label
 
 
+@pytest.mark.exhaustive  # one g++ build per region: 10 s
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
 def test_fused_regions_cuda_kernels_run_on_the_host_match_the_reference() -> None:
     """Each region's CUDA kernel run thread by thread as host C++ (the CUDA body is plain C++ over

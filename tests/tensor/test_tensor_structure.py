@@ -206,6 +206,7 @@ def _jacobian_cases(n, rng):
 _settings = settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.exhaustive  # 860 plans: test_matrix_argument_hessians_match_jax covers every mode in make test
 @_settings
 @given(st.integers(1, 6), st.integers(0, 2**16))
 def test_hessians_match_jax_in_every_mode(n, seed):

@@ -1,0 +1,114 @@
+"""Cases that once gave a silently wrong answer (issue 41): each checked against JAX in forward,
+reverse and cross-country mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+jax.config.update("jax_enable_x64", True)
+
+MODES = ("forward", "reverse", "cross_country")
+
+
+def _against_jax(f, g, *args, argnum=0):
+    """Value, gradient and Hessian of ``f`` against ``g``'s under JAX, in every built-in mode."""
+    want_value = float(g(*args))
+    want_grad = np.asarray(jax.grad(g, argnums=argnum)(*args))
+    want_hessian = np.asarray(jax.hessian(g, argnums=argnum)(*args))
+    for mode in MODES:
+        value, grad = jt.value_and_grad(f, argnum=argnum, mode=mode)(*args)
+        np.testing.assert_allclose(value, want_value, rtol=1e-12, err_msg=mode)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-14, err_msg=mode)
+        np.testing.assert_allclose(jt.hessian(f, argnum=argnum, mode=mode)(*args), want_hessian, rtol=1e-12,
+                                   atol=1e-14, err_msg=mode)
+
+
+# ---------------------------------------------------------------------------- x ** y, y an array
+NEGATIVE_BASES = np.array([-1.5, 2.0, -0.7, 0.9])
+INTEGER_EXPONENTS = np.array([2.0, 3.0, 4.0, -1.0])
+
+
+@pytest.mark.parametrize("spelling", ["**", "np.power", "np.float_power"])
+def test_an_array_exponent_keeps_numpy_s_value_at_negative_bases(spelling):
+    """x ** k with k a data array of integers: real for negative x, and so are its derivatives
+    (once computed as exp(k log x): NaN in value, gradient and Hessian)."""
+    power = {"**": lambda x, k: x**k, "np.power": np.power, "np.float_power": np.float_power}[spelling]
+    _against_jax(lambda x, k: np.sum(np.sin(x) * power(x, k)),
+                 lambda x, k: jnp.sum(jnp.sin(x) * x**k), NEGATIVE_BASES, INTEGER_EXPONENTS)
+
+
+def test_a_traced_exponent_is_differentiated_as_jax_does():
+    """Both operands traced (positive bases): ∂/∂x = y x^(y−1), ∂/∂y = log(x) x^y, and their
+    second derivatives, the mixed ones included."""
+    x = np.array([0.7, 1.3, 2.1])
+    y = np.array([0.5, -1.2, 2.5])
+    for argnum in (0, 1):
+        _against_jax(lambda x, y: np.sum(x**y) + np.sum(x) * np.sum(y**x), lambda x, y: jnp.sum(x**y) +
+                     jnp.sum(x) * jnp.sum(y**x), x, np.abs(y), argnum=argnum)
+    _against_jax(lambda v: np.sum(v[:2] ** v[2]), lambda v: jnp.sum(v[:2] ** v[2]), x)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log")  # ∂/∂n = log(x) xⁿ: NaN at x < 0, as JAX
+def test_a_scalar_traced_exponent_broadcasts_over_negative_bases_at_integers():
+    """x ** n with n = x[0] an integer-valued traced scalar: the gradient in the bases is
+    n x^(n−1), real for negative bases."""
+    x = np.array([2.0, -3.0, -0.5])
+    want = jax.grad(lambda x: jnp.sum(x[1:] ** jax.lax.stop_gradient(x[0])))(x)
+    for mode in MODES:
+        got = jt.grad(lambda x: np.sum(x[1:] ** x[0]), mode=mode)(x)
+        np.testing.assert_allclose(got[1:], np.asarray(want)[1:], rtol=1e-12, err_msg=mode)
+        assert np.all(np.isfinite(got[1:]))
+
+
+# ---------------------------------------------------------------------------- dtype branches
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_dtype_branch_takes_the_side_numpy_takes(dtype):
+    """``x.dtype`` inside f is the arguments' dtype (once float64 always), so the branch
+    differentiated is the branch NumPy runs."""
+
+    def f(x):
+        scale = 3.0 if x.dtype == np.float32 else 5.0
+        return np.sum(scale * x**2)
+
+    x = np.array([0.5, -1.0, 2.0], dtype=dtype)
+    scale = 3.0 if dtype == np.float32 else 5.0
+    grad = jt.grad(f)(x)
+    assert grad.dtype == dtype
+    np.testing.assert_allclose(grad, 2 * scale * x, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------- fmax / fmin at NaN
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+def test_fmax_and_fmin_pass_the_derivative_of_the_operand_they_pick_over_a_nan(name):
+    """Where the data operand is NaN, np.fmax / np.fmin return the traced one: its partial is 1
+    there, in every mode (once 0)."""
+    fn = getattr(np, name)
+    d = np.array([np.nan, 0.3, -2.0, np.nan])
+    x = np.array([1.5, -0.2, 0.7, -3.0])
+    picked = fn(x, d) == x  # NumPy's own choice: x where d is NaN, else the larger (smaller)
+    for mode in MODES:
+        np.testing.assert_array_equal(jt.grad(lambda x, d: np.sum(fn(x, d) * x), mode=mode)(x, d),
+                                      np.where(picked, 2 * x, d), err_msg=mode)
+        np.testing.assert_array_equal(jt.grad(lambda x, d: np.sum(fn(d, x) ** 2), mode=mode)(x, d),
+                                      np.where(picked, 2 * x, 0.0), err_msg=mode)
+
+
+# ---------------------------------------------------------------------------- np.heaviside
+def test_heaviside_of_two_operands_is_numpy_s():
+    """np.heaviside(x, h0): NumPy's value (NaN kept), zero derivative in x, linear in h0 (it once
+    raised an internal TypeError)."""
+    x = np.array([1.5, -1.0, 0.0, 0.0, np.nan, np.inf, -np.inf])
+    h0 = np.array([0.25, 0.5, 0.75, -1.0, 2.0, 3.0, 4.0])
+    for mode in MODES:
+        value, grad = jt.value_and_grad(lambda h, x: np.sum(np.heaviside(x, h) * h), mode=mode)(h0, x)
+        np.testing.assert_array_equal(value, np.sum(np.heaviside(x, h0) * h0))
+        with np.errstate(invalid="ignore"):
+            want = np.where(x == 0, 2 * h0, np.heaviside(x, 0.0))  # d/dh of heaviside(x, h)·h
+        np.testing.assert_array_equal(grad[~np.isnan(x)], want[~np.isnan(x)], err_msg=mode)
+        jacobian = jt.jacobian(lambda x: np.heaviside(x, 0.5), mode=mode)(x)
+        np.testing.assert_array_equal(jacobian, np.zeros((x.size, x.size)), err_msg=mode)
