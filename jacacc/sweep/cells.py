@@ -93,7 +93,7 @@ def build_graph(problem: ProblemSpec, seed: int | None) -> Any:
         from jacacc.problems import get
 
         return get(problem.key).graph()  # the zoo caches its graphs and traces
-    cache_key = (problem.key, seed if problem.takes_seed else None)
+    cache_key = (problem.key, problem.content, seed if problem.takes_seed else None)  # a file: its content too
     if cache_key in _graphs:
         _graphs.move_to_end(cache_key)
         return _graphs[cache_key]

@@ -44,6 +44,7 @@ Examples
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import itertools
 import json
@@ -82,6 +83,9 @@ class ProblemSpec:
         A generator call without ``seed=``: the cell's seed is passed.
     graph : dict or None
         A file's JSON, read by the coordinator and shipped to the workers.
+    content : str or None
+        A file's content hash (SHA-256 of its canonical JSON, 16 hex digits): part of each cell's
+        key, so that a graph file changed at the same path is computed again, not resumed.
     """
 
     key: str
@@ -91,6 +95,7 @@ class ProblemSpec:
     kwargs: tuple = ()
     takes_seed: bool = False
     graph: Any = field(default=None, compare=False, hash=False, repr=False)
+    content: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,9 @@ class Cell:
 
     @cached_property
     def key(self) -> str:
-        return cell_key(self.problem.key, self.mode, self.method, self.seed, self.options)
+        problem = self.problem.key if self.problem.content is None else \
+            f"{self.problem.key}#sha256={self.problem.content}"
+        return cell_key(problem, self.mode, self.method, self.seed, self.options)
 
 
 def cell_key(problem: str, mode: str, method: str, seed: int | None, options: Mapping[str, Any]) -> str:
@@ -383,7 +390,8 @@ def _read_graph_file(entry: str, base: str | os.PathLike | None, at: str) -> Pro
         raise GridError(f"{at}: graph file {entry!r} is not valid JSON: {exc}") from None
     except (JacaccError, OSError) as exc:
         raise GridError(f"{at}: graph file {entry!r}: {exc}") from None
-    return ProblemSpec(entry, "file", graph=data)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return ProblemSpec(entry, "file", graph=data, content=hashlib.sha256(canonical.encode()).hexdigest()[:16])
 
 
 # ---------------------------------------------------------------------------- modes, methods, seeds
@@ -428,8 +436,9 @@ def _parse_methods(entries: list, modes: tuple[str, ...], where: str) -> tuple[t
 
 def _parse_seeds(entries: list, where: str) -> tuple[int | None, ...]:
     for i, seed in enumerate(entries):
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise GridError(f'{where}: "seeds"[{i}]: a seed is an integer >= 0 or null, got {seed!r}')
+        # the store keeps seeds as SQLite integers: signed 64-bit
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise GridError(f'{where}: "seeds"[{i}]: a seed is an integer in [0, 2**63) or null, got {seed!r}')
     return tuple(entries)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -97,12 +98,21 @@ class _Slot:
         return f"{machine()['hostname']}:{self.process.pid}"
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it, else all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows: no affinity call
+        return max(1, os.cpu_count() or 1)
+
+
 class LocalProcesses:
     """``workers`` local worker processes, with a hard per-cell timeout.
 
     Parameters
     ----------
     workers : int
+        Capped at :func:`available_cores`.
     cell_timeout : float, optional
         Seconds; a cell past it is stored as ``timeout`` and its worker killed
         and replaced.
@@ -121,7 +131,8 @@ class LocalProcesses:
     """
 
     def __init__(self, workers: int, cell_timeout: float | None = None, max_attempts: int = MAX_ATTEMPTS) -> None:
-        self.workers = workers
+        # more processes than cores only share the cores, each paying its own start-up and memory
+        self.requested, self.workers = workers, min(workers, available_cores())
         self.cell_timeout = cell_timeout
         self.max_attempts = max_attempts
         methods = multiprocessing.get_all_start_methods()
@@ -130,7 +141,10 @@ class LocalProcesses:
             self._context.set_forkserver_preload(["jacacc.sweep.cells", "jacacc.api", "jacacc.problems"])
 
     def describe(self) -> str:
-        return f"{self.workers} local process" + ("es" if self.workers > 1 else "")
+        text = f"{self.workers} local process" + ("es" if self.workers > 1 else "")
+        if self.requested > self.workers:
+            text += f" ({self.requested} asked for; capped at the {self.workers} cores available)"
+        return text
 
     def run(self, cells: Iterator[Cell], emit: Emit) -> None:
         slots = [self._start() for _ in range(self.workers)]

@@ -118,8 +118,9 @@ def run(
         Seconds per cell; a cell past it is killed and stored as ``timeout``
         (without ``workers`` or ``scheduler``, cells then run in one local process).
     resume : bool, default True
-        Skip the cells already stored; False recomputes every cell of the grid
-        (their rows are dropped first).
+        Skip the cells already stored; False recomputes every cell of the grid,
+        each stored row replaced only when its new outcome is written (a sweep
+        stopped meanwhile keeps the old rows of the cells it did not reach).
     retry_failed : bool, default False
         Recompute cells stored as ``error`` or ``timeout``.
     progress : bool or None
@@ -149,18 +150,18 @@ def run(
     summary = SweepSummary(str(store), executor.describe(), cells=sum(len(g) for g in grids))
     start, cpu_start = time.perf_counter(), time.process_time()
     with Store(store) as db:
-        if not resume:
-            db.forget(cell.key for cell in _all_cells(grids))
-        elif retry_failed:
-            db.forget((cell.key for cell in _all_cells(grids)), RETRIED)
         run_id = db.begin_sweep([g.source for g in grids], summary.executor, now())
         bar = progress_bar(total=summary.cells, desc=desc, unit="cell", enabled=progress)
         in_flight: set[str] = set()
         outcome = "interrupted"
 
+        def recompute(status: str | None) -> bool:
+            # a stored row stays until the new outcome replaces it (Store.put: INSERT OR REPLACE)
+            return status is None or not resume or (retry_failed and status in RETRIED)
+
         def pending() -> Iterator[Cell]:
             for cell in _all_cells(grids):
-                if cell.key in in_flight or db.status(cell.key) is not None:
+                if cell.key in in_flight or not recompute(db.status(cell.key)):
                     summary.stored += 1
                     bar.update()
                     continue

@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sqlite3
@@ -43,6 +44,8 @@ __all__ = ["STATUSES", "Store", "export"]
 
 STATUSES = ("ok", "skipped", "error", "timeout")
 SCHEMA_VERSION = 1
+#: seconds a write waits for another process's transaction on the store before it fails
+BUSY_TIMEOUT = 5.0
 KEY_COLUMNS = ("problem", "mode", "method", "seed", "options")
 COLUMNS = ("key", *KEY_COLUMNS, "status", "result", "error", "worker", "machine", "version",
            "started", "finished", "seconds", "attempts")
@@ -80,6 +83,25 @@ CREATE TABLE IF NOT EXISTS sweeps (
 """
 
 
+def _store_errors(method: Any) -> Any:
+    """SQLite's operational errors of a :class:`Store` method (a store locked by another
+    process's transaction past the busy timeout, a full disk) as one line naming the store."""
+
+    @functools.wraps(method)
+    def guarded(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            raise _operational_error(self.path, exc) from None
+
+    return guarded
+
+
+def _operational_error(path: str, exc: sqlite3.OperationalError) -> JacaccError:
+    hint = " (another process holds it: wait for it to finish, or give another store)" if "locked" in str(exc) else ""
+    return JacaccError(f"sweep store {path!r}: {exc}{hint}")
+
+
 class Store:
     """A sweep's SQLite store, opened (and created when missing) at ``path``.
 
@@ -98,10 +120,12 @@ class Store:
         if create and not os.path.isdir(parent):
             os.makedirs(parent, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._check_schema()
+        except sqlite3.OperationalError as exc:  # locked, unreadable: a sweep store or not
+            raise _operational_error(self.path, exc) from None
         except sqlite3.DatabaseError as exc:
             raise JacaccError(f"{self.path!r} is not a sweep store: {exc}") from None
 
@@ -117,11 +141,13 @@ class Store:
                               f"{', '.join(sorted(tables)) or 'none'})")
 
     # ------------------------------------------------------------------ cells
+    @_store_errors
     def status(self, key: str) -> str | None:
         """The stored status of the cell ``key``, or None when it is not stored."""
         row = self._db.execute("SELECT status FROM cells WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    @_store_errors
     def put(self, outcome: dict[str, Any]) -> None:
         """Store one outcome (replacing an older row of the same key), in its own transaction."""
         values = [json.dumps(outcome[c]) if c in JSON_COLUMNS and outcome[c] is not None else outcome[c]
@@ -130,6 +156,7 @@ class Store:
             self._db.execute(f"INSERT OR REPLACE INTO cells ({', '.join(COLUMNS)}) "
                              f"VALUES ({', '.join('?' * len(COLUMNS))})", values)
 
+    @_store_errors
     def forget(self, keys: Iterable[str], statuses: Iterable[str] | None = None) -> int:
         """Delete the rows of ``keys`` (only those with one of ``statuses`` when given), in
         one transaction; returns how many went."""
@@ -146,9 +173,11 @@ class Store:
                 removed += cursor.rowcount
         return removed
 
+    @_store_errors
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
 
+    @_store_errors
     def counts(self) -> dict[str, int]:
         """Rows per status."""
         return dict(self._db.execute("SELECT status, COUNT(*) FROM cells GROUP BY status").fetchall())
@@ -169,6 +198,7 @@ class Store:
             yield record
 
     # ------------------------------------------------------------------ runs
+    @_store_errors
     def begin_sweep(self, grid: Any, executor: str, started: str) -> int:
         """Record the start of a run; returns its id."""
         with self._db:
@@ -176,6 +206,7 @@ class Store:
                                       (json.dumps(grid), executor, started))
         return int(cursor.lastrowid)
 
+    @_store_errors
     def end_sweep(self, run: int, finished: str, cells: int, computed: int, outcome: str) -> None:
         """Record how run ``run`` ended (``finished``, ``interrupted`` or the error line)."""
         with self._db:

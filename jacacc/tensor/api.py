@@ -20,6 +20,7 @@ most twice their result plus their inputs (``tests/tensor/test_tensor_structure.
 
 from __future__ import annotations
 
+import collections
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.errors import RegistryError, TraceError, require_real_dtype
+from jacacc.errors import RegistryError, TraceError, UnsupportedOperationError, require_real_dtype
 from jacacc.progress import slow_work
 from jacacc.tensor.captured import MAX_BINDINGS, Captured, refuse_impure_trace
 from jacacc.tensor.derive import derivative_factors, tensor_modes
@@ -36,7 +37,7 @@ from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, FactorSum, materialize
 from jacacc.tensor.graph import tensor_graph
-from jacacc.tensor.trace import TracedFunction, trace
+from jacacc.tensor.trace import Traced, TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
            "jvp", "value_and_grad", "vjp"]
@@ -202,6 +203,19 @@ def derivative_expression(f: Callable, *args: Any, argnum: int = 0, order: int =
 
 
 # ---------------------------------------------------------------------------- compiled transformations
+#: a captured float whose value has changed this many times becomes a parameter of the plans
+PARAMETER_AFTER_CHANGES = 3
+
+
+@dataclass
+class _Parameter:
+    """A captured float that the plans take as an input, read at each call (not a constant)."""
+
+    what: str  # as Captured describes the binding
+    read: Callable[[], Any]
+    write: Callable[[Any], None]
+
+
 class _Cache:
     """Plans per (shapes, dtype, array module), built on first use and rebuilt
     when a value ``f`` read besides its arguments has changed since.
@@ -210,6 +224,13 @@ class _Cache:
     snapshots what ``f`` can reach and refuses random draws and side effects)
     and plans the derivative; :meth:`get` reuses a plan only while that
     snapshot still holds (:mod:`jacacc.tensor.captured`).
+
+    A captured float that keeps changing (a step size, a temperature, a
+    regularization weight set before each call) would re-trace and re-plan at
+    every call: after :data:`PARAMETER_AFTER_CHANGES` changes it becomes a
+    parameter, traced as a scalar input that the plan reads at each call.
+    Where ``f`` cannot be traced so (it branches on the value, or makes a
+    shape of it), the float stays a constant.
     """
 
     def __init__(self, f: Callable, name: str, build: Callable[..., Any]) -> None:
@@ -218,23 +239,64 @@ class _Cache:
         self.captured: Captured | None = None
         self._snapshot = Captured()
         self._work: Any = None  # the progress report of the plan being built (jacacc.progress.slow_work)
+        self.parameters: list[_Parameter] = []
+        self._parameter_names: frozenset[str] = frozenset()
+        self._changes: collections.Counter[str] = collections.Counter()
+        self._constants: set[str] = set()  # floats that f cannot take as parameters
 
     def trace(self, arrays: Sequence[Any]) -> TracedFunction:
         """``f`` traced at ``arrays``; refused if it draws random numbers or changes
         what it reads meanwhile (a cached plan could not repeat either)."""
         if self._work is not None:
             self._work.stage("tracing")
-        with refuse_impure_trace(self._snapshot, getattr(self.f, "__name__", "f"), self.name):
-            traced = trace(self.f, arrays)
+        while True:
+            try:
+                with refuse_impure_trace(self._snapshot, getattr(self.f, "__name__", "f"), self.name):
+                    traced = self._trace_with_parameters(arrays)
+                break
+            except (TraceError, UnsupportedOperationError, TypeError, ValueError):
+                if not self.parameters:
+                    raise
+                # f reads a parameter where it needs a number (a branch, a shape): constants again
+                self._constants.update(self._parameter_names)
+                self._set_parameters([])
         if self._work is not None:
             self._work.stage(f"deriving and planning ({len(traced.inputs)} arguments)")
         return traced
 
+    def _trace_with_parameters(self, arrays: Sequence[Any]) -> TracedFunction:
+        nodes = [var(f"captured{k}", ()) for k in range(len(self.parameters))]
+        values = [p.read() for p in self.parameters]
+        try:
+            for p, node in zip(self.parameters, nodes, strict=True):
+                p.write(Traced(node))
+            return trace(self.f, arrays, nodes)
+        finally:
+            for p, value in zip(self.parameters, values, strict=True):
+                p.write(value)
+
+    def _set_parameters(self, parameters: list[_Parameter]) -> None:
+        self.parameters = parameters
+        self._parameter_names = frozenset(p.what for p in parameters)
+        self.plans.clear()
+
+    def _note_change(self, what: str) -> None:
+        """Count a change of ``what``; past the threshold a float becomes a parameter."""
+        self._changes[what] += 1
+        if self._changes[what] < PARAMETER_AFTER_CHANGES or what in self._constants or self.captured is None:
+            return
+        binding = self.captured.scalar_binding(what)
+        if binding is not None:
+            self._set_parameters([*self.parameters, _Parameter(what, *binding)])
+
     def get(self, arrays: Sequence[Any], dtype: np.dtype, key: tuple, *extra: Any) -> Any:
-        if self.captured is not None and self.captured.changed() is not None:
-            # every plan read the old values
-            self.plans.clear()
-            self.captured = None
+        if self.captured is not None:
+            change = self.captured.changed(self._parameter_names)
+            if change is not None:
+                self._note_change(change)
+                # every plan read the old values
+                self.plans.clear()
+                self.captured = None
         plan = self.plans.get(key)
         if plan is None:
             # a snapshot before tracing shows f's own side effects; the one kept is taken after
@@ -247,7 +309,19 @@ class _Cache:
                 warnings.warn(f"{getattr(self.f, '__name__', 'f')} reaches more than {MAX_BINDINGS} values besides "
                               f"its arguments: they cannot be checked at each call, so the {self.name} traces it at "
                               "every call; pass large data as arguments", RuntimeWarning, stacklevel=3)
+        if self.parameters:
+            return _WithParameters(plan, [p.read for p in self.parameters], dtype)
         return plan
+
+
+class _WithParameters:
+    """A plan called with the arguments and then the captured parameters' current values."""
+
+    def __init__(self, plan: Any, reads: list[Callable[[], Any]], dtype: np.dtype) -> None:
+        self.plan, self.reads, self.dtype = plan, reads, dtype
+
+    def __call__(self, *arrays: Any) -> Any:
+        return self.plan(*arrays, *(np.asarray(read(), dtype=self.dtype) for read in self.reads))
 
 
 def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: bool, compress: bool,

@@ -210,18 +210,32 @@ class Captured:
         del captured._reached, captured._places
         return captured
 
-    def changed(self) -> str | None:
-        """What changed since the snapshot (the first change found), or ``None``."""
+    def changed(self, ignoring: frozenset[str] = frozenset()) -> str | None:
+        """What changed since the snapshot (the first change found), or ``None``; the bindings
+        described in ``ignoring`` are not checked (a cached plan reads them at each call)."""
         if not self.complete:
             return f"more than {MAX_BINDINGS} values are reachable and not checked"
         for what, read, then in self.bindings:
             now = read()
-            if now is not then and not _same(now, then):  # identity first: the check runs at every call
+            if now is not then and not _same(now, then) and what not in ignoring:  # identity first: per call
                 return what
         for what, source, then in self.arrays:
             if not _same_array(source if isinstance(source, np.ndarray) else source(), then):
                 return what
         return None
+
+    def scalar_binding(self, what: str) -> tuple[Callable[[], Any], Callable[[Any], None]] | None:
+        """The binding described by ``what`` as ``(read, write)`` where it held a real number (a
+        closure variable, a global, an attribute or a list or dict entry) that is a real number
+        now too, else None: the bindings a cached plan can take as a parameter instead of a constant."""
+        found = next(((read, then) for w, read, then in self.bindings if w == what), None)
+        if found is None:
+            return None
+        read, then = found
+        write = _writer(read)
+        if write is None or not (_is_real_scalar(then) and _is_real_scalar(read())):
+            return None
+        return read, write
 
     # ------------------------------------------------------------------ collecting
     def _bind(self, what: str, read: Callable[[], Any], value: Any) -> bool:
@@ -363,6 +377,30 @@ class Captured:
                     read = functools.partial(getattr, value, slot, _MISSING)
                     self._bind(f"{where}.{slot} was rebound", read, read())
                     yield read(), f"{where}.{slot}", names
+
+
+def _is_real_scalar(value: Any) -> bool:
+    """A float (Python's or NumPy's): not an int or a bool, which shapes, indices and branches read."""
+    return isinstance(value, float | np.floating)
+
+
+def _writer(read: Callable[[], Any]) -> Callable[[Any], None] | None:
+    """The function that rebinds what ``read`` (one of :class:`Captured`'s readers) reads, or None."""
+    if not isinstance(read, functools.partial):
+        return None
+    func, args = read.func, read.args
+    if func is _cell:
+        return functools.partial(setattr, args[0], "cell_contents")
+    if func is _item:
+        return functools.partial(_set_item, args[0], args[1])
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, dict) and getattr(func, "__name__", "") == "get":  # globals, __dict__, dict entries
+        return functools.partial(_set_item, owner, args[0])
+    return None
+
+
+def _set_item(container: Any, key: Any, value: Any) -> None:
+    container[key] = value
 
 
 def _item(sequence: list | collections.deque, k: int) -> Any:

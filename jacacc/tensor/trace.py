@@ -690,13 +690,16 @@ _FLOAT64 = np.dtype(np.float64)
 _TRACE_DTYPE: contextvars.ContextVar[np.dtype] = contextvars.ContextVar("jacacc_trace_dtype", default=_FLOAT64)
 
 
-def trace(f: Callable, args: Sequence[Any]) -> TracedFunction:
+def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -> TracedFunction:
     """Trace ``f`` at arrays shaped like ``args`` into an expression DAG.
 
     Every argument becomes a ``var`` named after ``f``'s parameter; ``f`` must
     return one traced tensor (a constant result is allowed: it does not depend
     on the arguments).  Traced values report the arguments' float dtype
     (float32 where every float argument is float32, else float64).
+    ``parameters`` are scalar ``var`` nodes that ``f`` reads besides its
+    arguments (the caller has put them where ``f`` reads them): they follow
+    the arguments among the inputs.
 
     Raises
     ------
@@ -721,4 +724,4 @@ def trace(f: Callable, args: Sequence[Any]) -> TracedFunction:
         output = _node(result)
     except UnsupportedOperationError:
         raise TraceError(f"the traced function returned a {type(result).__name__}, not an array") from None
-    return TracedFunction(inputs, (output,))
+    return TracedFunction((*inputs, *parameters), (output,))

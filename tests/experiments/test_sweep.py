@@ -234,6 +234,52 @@ def test_a_stopped_sweep_resumes_with_only_the_missing_cells(in_process, tmp_pat
     assert outcomes == ["Stop: ", "finished", "finished"]
 
 
+def test_a_stopped_recomputation_keeps_the_rows_it_did_not_reach(tmp_path):
+    """--no-resume replaces each row when its new outcome is written: a sweep stopped (or killed)
+    after five cells leaves every cell stored, five of them new (once: the rows were deleted first)."""
+    store = tmp_path / "again.sqlite"
+    run(GRID, store)
+    before = {r["key"]: r["started"] for r in read_records(store)}
+    seen = []
+
+    def stop_after_five(record):
+        seen.append(record["key"])
+        if len(seen) == 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run(GRID, store, resume=False, on_record=stop_after_five)
+    after = {r["key"]: r["started"] for r in read_records(store)}
+    assert after.keys() == before.keys()
+    assert sorted(k for k in after if after[k] != before[k]) == sorted(seen)
+
+
+def test_worker_processes_are_capped_at_the_cores(tmp_path):
+    from jacacc.sweep.local import available_cores
+
+    summary = run({"problems": ["chain_50"], "methods": ["forward", "reverse"]}, tmp_path / "c.sqlite",
+                  workers=1000)
+    cores = available_cores()
+    assert summary.executor.startswith(f"{cores} local process") and "1000 asked for" in summary.executor
+    assert summary.statuses == {"ok": 2}
+
+
+def test_a_graph_file_changed_at_the_same_path_is_computed_again(tmp_path):
+    """A cell's key holds the file's content hash: a rerun after the file changed is not resumed
+    from the old graph's rows."""
+    graph = tmp_path / "g.json"
+    edges = [["a", "v", 2.0], ["b", "v", -1.0], ["v", "y", 3.0], ["v", "z", 1.5]]
+    graph.write_text(json.dumps({"inputs": ["a", "b"], "outputs": ["y", "z"], "edges": edges}))
+    grid = {"problems": [str(graph)], "methods": ["forward"]}
+    store = tmp_path / "files.sqlite"
+    assert run(grid, store).computed == 1 and run(grid, store).computed == 0
+    graph.write_text(json.dumps({"inputs": ["a", "b"], "outputs": ["y", "z"],
+                                 "edges": [*edges, ["a", "w", 1.0], ["w", "y", 1.0]]}))
+    again = run(grid, store)
+    assert again.computed == 1 and again.stored == 0
+    assert sorted(r["result"]["graph"]["edges"] for r in read_records(store)) == [4, 6]  # both graphs kept
+
+
 # ---------------------------------------------------------------------------- failures are data
 def test_a_cell_that_raises_is_stored_with_its_message_and_not_retried(tmp_path):
     grid = {"problems": ["random_dag(3, -1, 3)", "random_dag(3, 30, 3)"], "methods": ["markowitz", "exhaustive"]}
@@ -309,7 +355,8 @@ def test_a_cell_past_its_timeout_on_dask_is_killed(cluster, tmp_path):
     ({"problems": ["chain_50"], "methods": ["forward"], "modes": ["diagonal"]}, "unknown mode 'diagonal'"),
     ({"problems": ["chain_50"], "methods": ["dstar"]}, "'dstar' is registered in none of the modes vertex"),
     ({"problems": ["chain_50"], "methods": ["face:markowitz"]}, "face mode has no method 'markowitz'"),
-    ({"problems": ["chain_50"], "methods": ["forward"], "seeds": [-1]}, "a seed is an integer >= 0"),
+    ({"problems": ["chain_50"], "methods": ["forward"], "seeds": [-1]}, "a seed is an integer in [0, 2**63)"),
+    ({"problems": ["chain_50"], "methods": ["forward"], "seeds": [2**63]}, "in [0, 2**63) or null, got 9223372036854775808"),
     ({"problems": ["chain_50", "chain_50"], "methods": ["forward"]}, "lists 'chain_50' twice"),
     ({"problems": ["chain_50"], "methods": ["forward"], "options": {"time_limt": 1}}, "'time_limt' is taken by none"),
     ({"problems": ["chain_50"], "methods": ["forward"], "options": {"seed": 1}}, 'with the "seeds" list'),
@@ -454,3 +501,24 @@ def test_sweep_benchmark_runs_at_a_tiny_size(tmp_path):
     assert set(runs) == {"in_process", "local"} and record["environment"]["cpu_count"]
     assert all(r["cells"] == 4 and r["same_results_as_in_process"] for r in runs.values())
     assert runs["local"]["coordinator_cpu_ms_per_cell"] > 0
+
+
+def test_a_locked_store_is_one_line(tmp_path, capsys, monkeypatch):
+    """Another process's transaction holding the store past SQLite's busy timeout: one line naming
+    the store (once two chained tracebacks)."""
+    from jacacc.sweep import store as store_module
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"problems": ["chain_50"], "methods": ["forward"]}))
+    store = tmp_path / "locked.sqlite"
+    assert main(["sweep", str(grid), "--out", str(store)]) == 0
+    capsys.readouterr()
+    holder = sqlite3.connect(store, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        assert main(["sweep", str(grid), "--out", str(store), "--no-resume"]) == 2
+    finally:
+        holder.close()
+    err = capsys.readouterr().err
+    assert err.startswith("jacacc: error: sweep store") and "database is locked" in err and err.count("\n") == 1

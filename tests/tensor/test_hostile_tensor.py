@@ -341,3 +341,38 @@ def test_a_masked_array_argument_is_refused_by_name():
     data = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
     with pytest.raises(TypeError, match=r"argument 1 is a masked array \(numpy.ma\)"):
         jt.grad(lambda x, d: np.sum(x * d))(X, data)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_a_closure_float_that_changes_at_every_call_becomes_a_parameter(name):
+    """A float set before each call (a step size, a weight) re-planned at every call (0.35–0.7 s
+    against 0.04 ms warm); past PARAMETER_AFTER_CHANGES changes the plan reads it at each call
+    instead: every result is the fresh transformation's, and the plan is built no more."""
+    from jacacc.tensor.api import PARAMETER_AFTER_CHANGES
+
+    make = TRANSFORMS[name]
+    weight = 0.5
+
+    def f(x):
+        return np.sum(np.tanh(x) ** 2) + weight * np.sum(x ** 3)
+
+    g = make(f)
+    plans = []
+    for k in range(PARAMETER_AFTER_CHANGES + 4):
+        weight = 0.25 * k - 0.6
+        assert_fresh(g, make, f, X)
+        plans.append(next(iter(g.plans.values())))
+    assert len({id(p) for p in plans[PARAMETER_AFTER_CHANGES:]}) == 1
+
+
+def test_a_float_that_f_branches_on_stays_a_constant():
+    """f compares the float with a number: it cannot be a parameter, and every call is still right."""
+    threshold = 0.0
+
+    def f(x):
+        return np.sum(x ** 2) if threshold < 1.0 else np.sum(np.sin(x))
+
+    g = jt.grad(f)
+    for k in range(6):
+        threshold = 0.4 * k
+        assert_fresh(g, jt.grad, f, X)
