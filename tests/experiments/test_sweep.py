@@ -208,16 +208,23 @@ class Stop(Exception):
     """Raised by a hook to stop a sweep mid-way."""
 
 
+def _stopper(seen: list[str], n: int):
+    """An ``on_record`` hook that notes each stored key in ``seen`` and stops the sweep at the ``n``-th."""
+
+    def hook(record):
+        seen.append(record["key"])
+        if len(seen) == n:
+            raise Stop
+
+    return hook
+
+
 @pytest.mark.parametrize("workers", [None, 2], ids=["in-process", "workers=2"])
 def test_a_stopped_sweep_resumes_with_only_the_missing_cells(in_process, tmp_path, workers):
     reference, _ = in_process
     store = tmp_path / "stopped.sqlite"
-    seen = []
-
-    def stop_after_five(record):
-        seen.append(record["key"])
-        if len(seen) == 5:
-            raise Stop
+    seen: list[str] = []
+    stop_after_five = _stopper(seen, 5)
 
     with pytest.raises(Stop):
         run(GRID, store, workers=workers, on_record=stop_after_five)
@@ -240,12 +247,8 @@ def test_a_stopped_recomputation_keeps_the_rows_it_did_not_reach(tmp_path):
     store = tmp_path / "again.sqlite"
     run(GRID, store)
     before = {r["key"]: r["started"] for r in read_records(store)}
-    seen = []
-
-    def stop_after_five(record):
-        seen.append(record["key"])
-        if len(seen) == 5:
-            raise Stop
+    seen: list[str] = []
+    stop_after_five = _stopper(seen, 5)
 
     with pytest.raises(Stop):
         run(GRID, store, resume=False, on_record=stop_after_five)
