@@ -21,6 +21,8 @@ most twice their result plus their inputs (``tests/tensor/test_tensor_structure.
 from __future__ import annotations
 
 import collections
+import hashlib
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
@@ -104,9 +106,23 @@ def _prepare(args: Sequence[Any], wrt: Sequence[int]) -> tuple[Sequence[Any], np
     dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
     dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
     xp = array_module(arrays)
-    arrays = [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
-    key = (tuple(tuple(a.shape) for a in arrays), dtype.str, xp.__name__)
+    # an integer or boolean argument not differentiated (labels, indices, a mask) is data f may index
+    # with: traced as the constant it is, so the plan is keyed by its value
+    arrays = [a if a.dtype == dtype or (a.dtype.kind in _CONSTANT_KINDS and k not in wrt) else a.astype(dtype)
+              for k, a in enumerate(arrays)]
+    key = (tuple(tuple(a.shape) for a in arrays), dtype.str, xp.__name__,
+           *(_content_key(a) for a in arrays if a.dtype.kind in _CONSTANT_KINDS))
     return arrays, dtype, key
+
+
+#: dtype kinds of the arguments traced as constants (where not differentiated)
+_CONSTANT_KINDS = "iub"
+
+
+def _content_key(a: Any) -> tuple:
+    """An array's dtype and a digest of its values: part of a plan's key where the plan holds it."""
+    data = np.ascontiguousarray(a.get() if hasattr(a, "get") else a)  # a CuPy array: its values on the host
+    return data.dtype.str, hashlib.blake2b(data.tobytes(), digest_size=16).digest()
 
 
 # ---------------------------------------------------------------------------- derivative expressions
@@ -168,12 +184,15 @@ class DerivativeExpression:
         return Program([self.expression], self.inputs, dtype)(*arrays)[0]
 
 
-def _derive(traced: TracedFunction, argnum: int, order: int, mode: str) -> DerivativeExpression:
-    y, x = traced.outputs[0], traced.inputs[argnum]
+def _derive(traced: TracedFunction, argnum: int | Sequence[int], order: int, mode: str) -> DerivativeExpression:
+    """The ``order``-th derivative w.r.t. argument ``argnum``, or the mixed one w.r.t. the arguments
+    ``argnum`` lists (one per pass: ``(i, j)`` is ∂²f/∂x_i∂x_j, its axes those of f, x_i, x_j)."""
+    positions = [argnum] * order if isinstance(argnum, int | np.integer) else list(argnum)
+    y = traced.outputs[0]
     passes: list[int] = []
     expression, factor = y, None
-    for _ in range(order):
-        factor, flops, _ = derivative_factor(expression, x, mode)
+    for k in positions:
+        factor, flops, _ = derivative_factor(expression, traced.inputs[k], mode)
         passes.append(flops)
         expression = materialize(factor)
     # what runs: the last expression with its einsum chains fused (as Program does)
@@ -324,37 +343,50 @@ class _WithParameters:
         return self.plan(*arrays, *(np.asarray(read(), dtype=self.dtype) for read in self.reads))
 
 
-def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: bool, compress: bool,
-                    name: str) -> Callable:
+def _transformation(f: Callable, argnum: int | Sequence[int], order: int, mode: str, *, scalar: bool,
+                    compress: bool, name: str) -> Callable:
     if not callable(f):
         raise TypeError(f"{name} needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
+    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
+    argnums = _argnum_sequence(argnum) if several else (argnum,)
+    if several and compress:
+        raise ValueError("hessian(compress=True) takes one argnum: compress the blocks of several arguments one "
+                         "argnum at a time")
 
-    def build(arrays: Sequence[Any], dtype: np.dtype) -> Any:
+    def build(arrays: Sequence[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Any:
         traced = cache.trace(arrays)
         y = traced.outputs[0]
         if scalar and y.shape != ():
             raise TraceError(f"{name} needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns shape "
                              f"{y.shape} (use jacobian)")
-        derived = _derive(traced, argnum, order, mode)
         if compress:
-            factor = derived.factor
+            factor = _derive(traced, wrt[0], order, mode).factor
             if isinstance(factor, FactorSum):  # one stored tensor: the δs the terms do not share written out
                 factor, _ = factor.collapsed()
             return _CompressedPlan(factor, traced.inputs, dtype)
-        return Program([derived.expression], traced.inputs, dtype)
+        # one program for every block: ∂f/∂x_i, or ∂²f/∂x_i∂x_j row by row (JAX's nesting)
+        blocks = itertools.product(wrt, repeat=order) if several else [(wrt[0],) * order]
+        return Program([_derive(traced, block, order, mode).expression for block in blocks], traced.inputs, dtype)
 
     cache = _Cache(f, name, build)
-    positions: dict[int, int] = {}  # number of arguments -> the position differentiated
+    positions: dict[int, tuple[int, ...]] = {}  # number of arguments -> the positions differentiated
 
     def transformed(*args: Any) -> Any:
-        k = positions.get(len(args))
-        if k is None:
-            k = positions[len(args)] = _check_argnum(argnum, len(args))
-        arrays, dtype, key = _prepare(args, (k,))
-        plan = cache.get(arrays, dtype, (k, *key))
+        wrt = positions.get(len(args))
+        if wrt is None:
+            wrt = positions[len(args)] = tuple(_check_argnum(k, len(args)) for k in argnums)
+        arrays, dtype, key = _prepare(args, wrt)
+        plan = cache.get(arrays, dtype, (wrt, *key), wrt)
         result = plan(*arrays)
-        return result if compress else result[0]
+        if compress:
+            return result
+        if not several:
+            return result[0]
+        if order == 1:
+            return tuple(result)
+        n = len(wrt)
+        return tuple(tuple(result[i * n:(i + 1) * n]) for i in range(n))
 
     transformed.__name__ = f"{name}_{getattr(f, '__name__', 'f')}"
     transformed.__doc__ = f"The {name} of {getattr(f, '__name__', 'f')} w.r.t. argument {argnum} ({mode} mode)."
@@ -362,9 +394,10 @@ def _transformation(f: Callable, argnum: int, order: int, mode: str, *, scalar: 
     return transformed
 
 
-def grad(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
+def grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
     """The gradient of a scalar-valued ``f`` w.r.t. argument ``argnum``: a function
-    of the same arguments returning an array of that argument's shape.
+    of the same arguments returning an array of that argument's shape (a tuple
+    of them where ``argnum`` is a sequence, as ``jax.grad``'s ``argnums``).
 
     Examples
     --------
@@ -373,6 +406,9 @@ def grad(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
     >>> A = np.array([[2.0, 1.0], [0.0, 3.0]])
     >>> g(np.array([1.0, 2.0]), A).tolist()      # (A + Aᵀ) x
     [6.0, 13.0]
+    >>> gx, gA = grad(lambda x, A: x @ A @ x, argnum=(0, 1))(np.array([1.0, 2.0]), A)
+    >>> gA.tolist()                               # x xᵀ
+    [[1.0, 2.0], [2.0, 4.0]]
     """
     return _transformation(f, argnum, 1, mode, scalar=True, compress=False, name="grad")
 
@@ -424,8 +460,9 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
     return transformed
 
 
-def jacobian(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
-    """The Jacobian of ``f`` w.r.t. argument ``argnum``, shape ``out.shape + x.shape``.
+def jacobian(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
+    """The Jacobian of ``f`` w.r.t. argument ``argnum``, shape ``out.shape + x.shape``
+    (a tuple of them, one per argument, where ``argnum`` is a sequence).
 
     >>> import numpy as np
     >>> jacobian(np.exp)(np.zeros(2)).tolist()
@@ -434,8 +471,13 @@ def jacobian(f: Callable, argnum: int = 0, mode: str = "reverse") -> Callable:
     return _transformation(f, argnum, 1, mode, scalar=False, compress=False, name="jacobian")
 
 
-def hessian(f: Callable, argnum: int = 0, mode: str = "cross_country", compress: bool = False) -> Callable:
+def hessian(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "cross_country",
+            compress: bool = False) -> Callable:
     """The Hessian of ``f`` w.r.t. argument ``argnum``, shape ``out.shape + x.shape + x.shape``.
+
+    Where ``argnum`` is a sequence ``(i, j, …)`` the result nests its blocks as
+    ``jax.hessian`` does: ``H[a][b]`` is ∂²f/∂x_a∂x_b, of shape
+    ``out.shape + x_a.shape + x_b.shape`` (``compress=True`` takes one argnum).
 
     With ``compress=True`` (paper 002 §3, compression) the result is a
     :class:`CompressedHessian`: the δs of the last derivative stay symbolic, so

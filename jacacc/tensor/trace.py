@@ -699,7 +699,9 @@ def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -
     (float32 where every float argument is float32, else float64).
     ``parameters`` are scalar ``var`` nodes that ``f`` reads besides its
     arguments (the caller has put them where ``f`` reads them): they follow
-    the arguments among the inputs.
+    the arguments among the inputs.  An integer or boolean argument (labels,
+    indices, a mask) reaches ``f`` as the array it is, a constant of the
+    trace; its ``var`` stays among the inputs, unread.
 
     Raises
     ------
@@ -714,7 +716,7 @@ def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -
     single = bool(floats) and all(d == np.float32 for d in floats)
     token = _TRACE_DTYPE.set(np.dtype(np.float32 if single else np.float64))
     try:
-        result = f(*(Traced(x) for x in inputs))
+        result = f(*(a if np.asarray(a).dtype.kind in "iub" else Traced(x) for x, a in zip(inputs, args, strict=True)))
     finally:
         _TRACE_DTYPE.reset(token)
     if isinstance(result, tuple | list):

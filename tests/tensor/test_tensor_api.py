@@ -750,6 +750,33 @@ def test_value_and_grad_matches_jax(mode):
     assert len(vg.plans) == 1  # same shapes: the same plan
 
 
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country"])
+def test_tuple_argnums_in_grad_jacobian_and_hessian_nest_as_jax(mode):
+    """argnum=(i, j): a tuple of gradients or Jacobians, and the Hessian's blocks nested
+    ``H[a][b] = ∂²f/∂x_a∂x_b`` (once a TypeError for everything but value_and_grad)."""
+    rng = np.random.default_rng(1)
+    x, A = rng.normal(size=3), rng.normal(size=(3, 2))
+
+    def f(x, A, xp=np):
+        return xp.sum(xp.tanh(x @ A) ** 2) * xp.sum(x)
+
+    def g(x, A):
+        return f(x, A, jnp)
+
+    for got, want in zip(jt.grad(f, argnum=(0, 1), mode=mode)(x, A), jax.grad(g, argnums=(0, 1))(x, A), strict=True):
+        np.testing.assert_allclose(got, want, **TOL)
+    jacobians = jt.jacobian(lambda x, A: np.tanh(x @ A), argnum=(1, 0), mode=mode)(x, A)
+    for got, want in zip(jacobians, jax.jacobian(lambda x, A: jnp.tanh(x @ A), argnums=(1, 0))(x, A), strict=True):
+        np.testing.assert_allclose(got, want, **TOL)
+    H, HJ = jt.hessian(f, argnum=(0, 1), mode=mode)(x, A), jax.hessian(g, argnums=(0, 1))(x, A)
+    assert len(H) == 2 and all(len(row) == 2 for row in H)
+    for a in range(2):
+        for b in range(2):
+            np.testing.assert_allclose(H[a][b], HJ[a][b], **TOL)
+    with pytest.raises(ValueError, match="compress=True"):
+        jt.hessian(f, argnum=(0, 1), compress=True)
+
+
 def test_value_and_grad_of_an_unused_argument_and_of_a_vector_function():
     x, z = np.array([0.5, -0.2]), np.array([1.0, 2.0, 3.0])
     value, (gx, gz) = jt.value_and_grad(lambda x, z: np.sum(np.sin(x)), argnum=(0, 1))(x, z)

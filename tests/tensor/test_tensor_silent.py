@@ -112,3 +112,22 @@ def test_heaviside_of_two_operands_is_numpy_s():
         np.testing.assert_array_equal(grad[~np.isnan(x)], want[~np.isnan(x)], err_msg=mode)
         jacobian = jt.jacobian(lambda x: np.heaviside(x, 0.5), mode=mode)(x)
         np.testing.assert_array_equal(jacobian, np.zeros((x.size, x.size)), err_msg=mode)
+
+
+# ---------------------------------------------------------------------------- integer and boolean data
+def test_integer_labels_and_a_boolean_mask_index_as_numpy_does():
+    """Integer and boolean arguments not differentiated are constants of the plan, keyed by
+    value: ``logp[arange, labels]`` and ``z[mask]`` work (once refused as traced indices)."""
+    rng = np.random.default_rng(0)
+    W, X = rng.normal(size=(3, 4)), rng.normal(size=(5, 3))
+
+    def cross_entropy(W, X, labels, xp=np):
+        z = X @ W
+        logp = z - xp.log(xp.sum(xp.exp(z), axis=1, keepdims=True))
+        return -xp.sum(logp[xp.arange(5), labels])
+
+    for labels in (np.array([0, 3, 1, 2, 0]), np.array([1, 1, 1, 1, 1])):  # a new value: a new plan
+        _against_jax(cross_entropy, lambda W, X, labels: cross_entropy(W, X, labels, jnp), W, X, labels)
+    for mask in (np.array([True, False, True, True, False]), np.array([False, True, False, False, True])):
+        _against_jax(lambda W, X, m: np.sum(np.tanh(X @ W)[m] ** 2),
+                     lambda W, X, m: jnp.sum(jnp.tanh(X @ W)[m] ** 2), W, X, mask)
