@@ -715,8 +715,12 @@ def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -
     floats = [np.asarray(a).dtype for a in args if np.asarray(a).dtype.kind == "f"]
     single = bool(floats) and all(d == np.float32 for d in floats)
     token = _TRACE_DTYPE.set(np.dtype(np.float32 if single else np.float64))
+    from jacacc.tensor.library import intercepting  # it imports this module
+
+    passed = [a if np.asarray(a).dtype.kind in "iub" else Traced(x) for x, a in zip(inputs, args, strict=True)]
     try:
-        result = f(*(a if np.asarray(a).dtype.kind in "iub" else Traced(x) for x, a in zip(inputs, args, strict=True)))
+        with intercepting():
+            result = f(*passed)
     finally:
         _TRACE_DTYPE.reset(token)
     if isinstance(result, tuple | list):
