@@ -39,6 +39,7 @@ from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, FactorSum, materialize
 from jacacc.tensor.graph import tensor_graph
+from jacacc.tensor.pytree import Arguments, is_container
 from jacacc.tensor.trace import Traced, TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
@@ -394,6 +395,44 @@ def _transformation(f: Callable, argnum: int | Sequence[int], order: int, mode: 
     return transformed
 
 
+def _accepting_pytrees(argnum: int | Sequence[int], order: int, make: Callable[[Callable, Any], Callable],
+                       f: Callable) -> Callable:
+    """``make(f, argnum)``'s transformation, taking arguments that are lists, tuples or dicts of arrays
+    (:mod:`jacacc.tensor.pytree`): traced as a function of their leaves, one transformation per
+    structure, the results put back in the arguments' structure (``order`` 0: value and gradients;
+    1: gradients or Jacobians; 2: Hessian blocks)."""
+    direct = make(f, argnum)
+    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
+    argnums = _argnum_sequence(argnum) if several else (argnum,)
+    by_structure: dict[tuple, Callable] = {}
+
+    def transformed(*args: Any) -> Any:
+        if not any(is_container(a) for a in args):
+            return direct(*args)
+        flat = Arguments(args)
+        positions = tuple(_check_argnum(k, len(args)) for k in argnums)
+        leafwise = by_structure.get((flat.trees, positions))
+        if leafwise is None:
+            leaves = flat.leaf_positions(positions)
+            if not leaves:
+                raise ValueError(f"argnum {argnum!r}: the arguments there hold no arrays to differentiate")
+            leafwise = by_structure[(flat.trees, positions)] = make(flat.function_of_leaves(f), leaves)
+        result = leafwise(*flat.leaves)
+        if order == 0:
+            value, grads = result
+            grouped = flat.first_order(positions, grads)
+            return value, (tuple(grouped) if several else grouped[0])
+        if order == 1:
+            grouped = flat.first_order(positions, result)
+            return tuple(grouped) if several else grouped[0]
+        return flat.second_order(positions, result, several)
+
+    transformed.__name__ = getattr(direct, "__name__", "transformed")
+    transformed.__doc__ = direct.__doc__
+    transformed.plans = direct.plans  # type: ignore[attr-defined]
+    return transformed
+
+
 def grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
     """The gradient of a scalar-valued ``f`` w.r.t. argument ``argnum``: a function
     of the same arguments returning an array of that argument's shape (a tuple
@@ -410,14 +449,17 @@ def grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") ->
     >>> gA.tolist()                               # x xᵀ
     [[1.0, 2.0], [2.0, 4.0]]
     """
-    return _transformation(f, argnum, 1, mode, scalar=True, compress=False, name="grad")
+    return _accepting_pytrees(argnum, 1, lambda g, a: _transformation(g, a, 1, mode, scalar=True, compress=False,
+                                                                       name="grad"), f)
 
 
 def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
     """``f``'s value and its gradient(s), from one planned program (the forward pass shared).
 
     ``argnum`` is one position (the function returns ``(value, gradient)``) or a
-    sequence of them (``(value, (gradient, ...))``), as in ``jax.value_and_grad``.
+    sequence of them (``(value, (gradient, ...))``), as in ``jax.value_and_grad``;
+    an argument that is a list, tuple or dict of arrays gets its gradient in
+    the same structure (:mod:`jacacc.tensor.pytree`).
 
     Examples
     --------
@@ -426,7 +468,16 @@ def value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "re
     >>> value, (gx, gA) = vg(np.array([1.0, 2.0]), np.eye(2))
     >>> float(value), gx.tolist(), gA.tolist()
     (5.0, [2.0, 4.0], [[1.0, 2.0], [2.0, 4.0]])
+    >>> params = {"w": np.array([1.0, 2.0]), "c": 3.0}
+    >>> value, g = value_and_grad(lambda p: p["c"] * np.sum(p["w"] ** 2))(params)
+    >>> float(value), float(g["c"]), g["w"].tolist()
+    (15.0, 5.0, [6.0, 12.0])
     """
+    return _accepting_pytrees(argnum, 0, lambda g, a: _value_and_grad(g, a, mode), f)
+
+
+def _value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse") -> Callable:
+    """:func:`value_and_grad` of arguments that are arrays."""
     if not callable(f):
         raise TypeError(f"value_and_grad needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
@@ -468,7 +519,8 @@ def jacobian(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "reverse"
     >>> jacobian(np.exp)(np.zeros(2)).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    return _transformation(f, argnum, 1, mode, scalar=False, compress=False, name="jacobian")
+    return _accepting_pytrees(argnum, 1, lambda g, a: _transformation(g, a, 1, mode, scalar=False, compress=False,
+                                                                       name="jacobian"), f)
 
 
 def hessian(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "cross_country",
@@ -490,7 +542,8 @@ def hessian(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "cross_cou
     >>> hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0])).tolist()
     [[6.0, 0.0], [0.0, 12.0]]
     """
-    return _transformation(f, argnum, 2, mode, scalar=False, compress=bool(compress), name="hessian")
+    return _accepting_pytrees(argnum, 2, lambda g, a: _transformation(g, a, 2, mode, scalar=False,
+                                                                       compress=bool(compress), name="hessian"), f)
 
 
 # ---------------------------------------------------------------------------- compression

@@ -1,0 +1,92 @@
+"""Parameters as lists, tuples and dicts of arrays (issue 41): results in the same structure,
+against JAX's in forward, reverse and cross-country mode."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+from jacacc.tensor.pytree import flatten, unflatten
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+jax.config.update("jax_enable_x64", True)
+
+MODES = ("forward", "reverse", "cross_country")
+RNG = np.random.default_rng(0)
+LAYERS = [(RNG.normal(size=(3, 4)), RNG.normal(size=4)), (RNG.normal(size=(4, 2)), RNG.normal(size=2))]
+X = RNG.normal(size=(5, 3))
+
+
+def net(params, X, xp=np):
+    """autograd's neural-net example: a list of (W, b) tuples."""
+    h = X
+    for W, b in params:
+        h = xp.tanh(h @ W + b)
+    return xp.sum(h ** 2)
+
+
+def assert_same_tree(got, want):
+    """The same structure (containers of the same kinds and keys) and leaves within rtol 1e-11."""
+    got_leaves, got_tree = flatten(got)
+    want_leaves, want_tree = flatten(jax.tree_util.tree_map(np.asarray, want))
+    assert got_tree == want_tree
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_list_of_layer_tuples(mode):
+    assert_same_tree(jt.grad(net, mode=mode)(LAYERS, X), jax.grad(lambda p: net(p, X, jnp))(LAYERS))
+    value, grads = jt.value_and_grad(net, mode=mode)(LAYERS, X)
+    np.testing.assert_allclose(value, net(LAYERS, X), rtol=1e-12)
+    assert_same_tree(grads, jax.grad(lambda p: net(p, X, jnp))(LAYERS))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dict_with_a_scalar_its_hessian_blocks_and_several_argnums(mode):
+    params = {"w": RNG.normal(size=3), "c": 0.7}
+    x = RNG.normal(size=3)
+
+    def f(p, x, xp=np):
+        return p["c"] * xp.sum(xp.sin(p["w"] * x)) + xp.sum(p["w"] ** 2 * x)
+
+    def g(p, x):
+        return f(p, x, jnp)
+
+    assert_same_tree(jt.hessian(f, mode=mode)(params, x), jax.hessian(g)(params, x))
+    value, grads = jt.value_and_grad(f, argnum=(0, 1), mode=mode)(params, x)
+    assert_same_tree(grads, jax.grad(g, argnums=(0, 1))(params, x))
+    assert_same_tree(jt.hessian(f, argnum=(0, 1), mode=mode)(params, x), jax.hessian(g, argnums=(0, 1))(params, x))
+    assert_same_tree(jt.jacobian(lambda p: p["c"] * np.tanh(p["w"]), mode=mode)(params),
+                     jax.jacobian(lambda p: p["c"] * jnp.tanh(p["w"]))(params))
+
+
+def test_named_tuples_and_a_list_of_numbers_keep_their_kind():
+    Params = collections.namedtuple("Params", "a b")
+    g = jt.grad(lambda p: np.sum(p.a * p.b ** 2))(Params(np.ones(2), np.arange(2.0)))
+    assert isinstance(g, Params)
+    np.testing.assert_allclose(g.a, [0.0, 1.0])
+    np.testing.assert_allclose(g.b, [0.0, 2.0])
+    g = jt.grad(lambda xs: np.sum(np.array(xs) ** 2))([1.0, 2.0, 3.0])
+    assert isinstance(g, list)
+    np.testing.assert_allclose(g, [2.0, 4.0, 6.0])
+
+
+def test_one_plan_per_structure():
+    g = jt.grad(net)
+    g(LAYERS, X)
+    shifted = [(W + 1.0, b) for W, b in LAYERS]
+    assert_same_tree(g(shifted, X), jax.grad(lambda p: net(p, X, jnp))(shifted))
+    with pytest.raises(ValueError, match="hold no arrays"):
+        jt.grad(lambda p, x: np.sum(x))([], np.ones(2))
+
+
+def test_flatten_and_unflatten_are_inverse():
+    tree_value = {"z": [1.0, (2.0, {"k": 3.0})], "a": ()}
+    leaves, tree = flatten(tree_value)
+    assert leaves == [1.0, 2.0, 3.0]
+    assert unflatten(tree, leaves) == tree_value
