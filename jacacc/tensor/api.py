@@ -617,8 +617,14 @@ def vjp(f: Callable, *args: Any, mode: str = "reverse") -> tuple[Any, Callable]:
     >>> y, back = vjp(lambda A, x: A @ x, np.eye(2), np.array([1.0, 2.0]))
     >>> [g.tolist() for g in back(np.array([1.0, 0.0]))]
     [[[1.0, 2.0], [0.0, 0.0]], [1.0, 0.0]]
+
+    Arguments that are lists, tuples or dicts of arrays get cotangents of the same structure.
     """
     mode = _check_mode(mode)
+    if any(is_container(a) for a in args):
+        flat = Arguments(args)
+        value, leaf_pullback = vjp(flat.function_of_leaves(f), *flat.leaves, mode=mode)
+        return value, lambda ct: tuple(flat.first_order(range(len(args)), leaf_pullback(ct)))
     arrays, dtype, _ = _prepare(args, tuple(range(len(args))))
     traced = trace(f, arrays)
     y = traced.outputs[0]
@@ -649,10 +655,17 @@ def jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], mode: str = "
     >>> import numpy as np
     >>> jvp(lambda x: np.sin(x), [np.zeros(2)], [np.array([1.0, 2.0])])[1].tolist()
     [1.0, 2.0]
+
+    Arguments that are lists, tuples or dicts of arrays take tangents of the same structure.
     """
     mode = _check_mode(mode)
     if len(args) != len(tangents):
         raise ValueError(f"jvp takes one tangent per argument: {len(args)} arguments, {len(tangents)} tangents")
+    if any(is_container(a) for a in args):
+        flat, flat_tangents = Arguments(args), Arguments(tangents)
+        if flat.trees != flat_tangents.trees:
+            raise ValueError("jvp: the tangents' structure (lists, tuples, dicts) differs from the arguments'")
+        return jvp(flat.function_of_leaves(f), flat.leaves, flat_tangents.leaves, mode=mode)
     arrays, dtype, _ = _prepare(args, tuple(range(len(args))))
     tangent_arrays = [_as_array(t, k, True) for k, t in enumerate(tangents)]
     for k, (a, t) in enumerate(zip(arrays, tangent_arrays, strict=True)):

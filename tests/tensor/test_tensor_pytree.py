@@ -90,3 +90,23 @@ def test_flatten_and_unflatten_are_inverse():
     leaves, tree = flatten(tree_value)
     assert leaves == [1.0, 2.0, 3.0]
     assert unflatten(tree, leaves) == tree_value
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vjp_and_jvp_of_structured_arguments(mode):
+    params = {"w": RNG.normal(size=3), "layers": [RNG.normal(size=(3, 2))]}
+
+    def f(p, x, xp=np):
+        return xp.tanh(x @ p["layers"][0]) * xp.sum(p["w"] * x)
+
+    x = RNG.normal(size=3)
+    value, back = jt.vjp(f, params, x, mode=mode)
+    want_value, want_back = jax.vjp(lambda p, x: f(p, x, jnp), params, x)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    cotangent = np.array([0.5, -1.5])
+    assert_same_tree(back(cotangent), want_back(cotangent))
+    tangents = ({"w": np.ones(3), "layers": [np.full((3, 2), 0.5)]}, np.arange(3.0))
+    _, out = jt.jvp(f, (params, x), tangents, mode=mode)
+    np.testing.assert_allclose(out, jax.jvp(lambda p, x: f(p, x, jnp), (params, x), tangents)[1], rtol=1e-11)
+    with pytest.raises(ValueError, match="structure"):
+        jt.jvp(f, (params, x), ({"w": np.ones(3)}, np.arange(3.0)))
