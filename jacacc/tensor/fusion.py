@@ -158,7 +158,7 @@ from jacacc.tensor.expr import (
     with_args,
 )
 
-__all__ = ["COMPILE_AFTER", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
+__all__ = ["COMPILE_AFTER", "COMPILE_BUDGET", "CompileBudget", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
            "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
            "fused_outputs", "inline_operands_in_loop_order", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
@@ -182,6 +182,44 @@ def _compile_after(text: str | None) -> int:
 #: A first call then waits on no compile: a function differentiated once (a Hessian at one point) never
 #: compiles, one called in a loop compiles on its third call, as a tracing JIT compiles hot code only
 COMPILE_AFTER = _compile_after(os.environ.get("JACACC_COMPILE_AFTER"))
+
+
+def _compile_budget(text: str | None) -> float:
+    try:
+        value = float(text) if text is not None else 10.0
+    except ValueError:
+        raise ValueError(f"JACACC_COMPILE_BUDGET must be a number of seconds >= 0, got {text!r}") from None
+    if not value >= 0:
+        raise ValueError(f"JACACC_COMPILE_BUDGET must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+#: seconds of Numba compiles one program may spend on its regions (``JACACC_COMPILE_BUDGET``): past
+#: it, regions not compiled yet run node by node for good.  A Python loop of small steps (a Kalman
+#: filter) makes regions that differ step by step — a sum of k adjoint terms at step k — and compiling
+#: each cost 0.3–1 s: 80 kernels and two minutes on the third call at 40 steps (issue 41).  A kernel
+#: found in the on-disk cache is a load and spends nothing
+COMPILE_BUDGET = _compile_budget(os.environ.get("JACACC_COMPILE_BUDGET"))
+
+
+class CompileBudget:
+    """The compile seconds left to the regions of one program (:data:`COMPILE_BUDGET` at first).
+
+    >>> budget = CompileBudget(1.0)
+    >>> budget.spend(0.75); budget.left()
+    True
+    >>> budget.spend(0.5); budget.left()
+    False
+    """
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = COMPILE_BUDGET if seconds is None else float(seconds)
+
+    def spend(self, seconds: float) -> None:
+        self.seconds -= seconds
+
+    def left(self) -> bool:
+        return self.seconds > 0
 #: the fewest loop iterations a region needs to become a kernel, by what its root does
 #: (``"elementwise"`` or ``"reduction"``) and how many NumPy operations it replaces: the crossovers
 #: measured by ``experiments/fusion_threshold.py`` (from that size on the kernel was not slower at
@@ -841,9 +879,10 @@ class FusedKernel:
         _out[_t] = exp((_a_x0[(_i_i0)] + ((real)1.0)));
     """
 
-    def __init__(self, region: Region, dtype: Any) -> None:
+    def __init__(self, region: Region, dtype: Any, budget: CompileBudget | None = None) -> None:
         self.region = region
         self.dtype = np.dtype(dtype)
+        self.budget = CompileBudget(math.inf) if budget is None else budget
         root = region.root
         builder = _Builder(root, {id(n) for n in region.members})
         body = builder.body()
@@ -939,13 +978,16 @@ class FusedKernel:
 
     def compiled_now(self) -> bool:
         """Whether :meth:`run` calls the kernel: once the region has run :data:`COMPILE_AFTER` times
-        node by node, or at once where the kernel is in the on-disk cache (a load, not a compile)."""
+        node by node, while the program's :class:`CompileBudget` lasts, or at once where the kernel
+        is in the on-disk cache (a load, not a compile)."""
         if not self._hot:
-            if self.calls > COMPILE_AFTER:
-                self._hot = True
-            elif self._on_disk is None:  # looked up once: a kernel another process compiles meanwhile waits
+            if self._on_disk is None:  # looked up once: a kernel another process compiles meanwhile waits
                 self._on_disk = self._hot = kernels.numba_kernel_on_disk(
                     self.definition, self.arguments, interchange=self.interchange, last_extent=self.kernel_shape[-1])
+            if not self._hot and self.calls > COMPILE_AFTER:
+                # a compile: only while the program's budget lasts (a load from disk is not one)
+                self._hot = self.budget.left()
+                self._failed = not self._hot  # past the budget: node by node from now on
         return self._hot
 
     def run(self, out: np.ndarray, *arrays: Any) -> None:
@@ -961,6 +1003,8 @@ class FusedKernel:
                     with slow_work(f"compiling the fused kernel {_clip(self.definition.source)}"):
                         self.kernel(out, *arrays)
                     self.first_call_seconds = time.perf_counter() - start
+                    if not self._on_disk:
+                        self.budget.spend(self.first_call_seconds)
                 else:
                     self.kernel(out, *arrays)
                 return
@@ -1227,12 +1271,13 @@ def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[st
         return tuple(outputs)
     outputs = rewritten
     replaced = {id(r.root): r for r in regions}
+    budget = CompileBudget()  # shared by the program's regions
     new: dict[int, Tensor] = {}
     for node in nodes_of(outputs):
         region = replaced.get(id(node))
         if region is not None:
             args = tuple(new[id(x)] for x in region.inputs)
-            new[id(node)] = Tensor("fused", node.shape, args, FusedKernel(region, dtype))
+            new[id(node)] = Tensor("fused", node.shape, args, FusedKernel(region, dtype, budget))
         else:
             new[id(node)] = with_args(node, tuple(new[id(a)] for a in node.args))
     return tuple(new[id(y)] for y in outputs)

@@ -123,6 +123,12 @@ class Traced:
     def __rpow__(self, other: Any) -> Traced:
         return _power(other, self)
 
+    def __mod__(self, other: Any) -> Traced:
+        return np.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Traced:
+        return np.remainder(other, self)
+
     def __matmul__(self, other: Any) -> Traced:
         return _matmul(self, other)
 

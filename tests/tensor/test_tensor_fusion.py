@@ -769,6 +769,40 @@ def test_first_calls_run_node_by_node_then_the_kernel(monkeypatch: pytest.Monkey
     assert kernel.calls == 1 and kernel.first_call_seconds is not None
 
 
+def test_regions_past_the_compile_budget_run_node_by_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Once a program's compiles have spent COMPILE_BUDGET seconds, its other regions are not
+    compiled (a loop of small steps made one kernel per step: minutes on the third call): they
+    run node by node, with the reference's numbers; a kernel already on disk still loads."""
+    monkeypatch.setattr(fusion, "COMPILE_AFTER", 0)
+    monkeypatch.setenv("JACACC_CACHE_DIR", str(tmp_path))
+    x = var("x", (64,))
+    ys = [einsum("i->", unary("pow", unary("sin", unary("shift", x, 0.25 * k)), 3.0)) for k in range(1, 4)]
+    X = np.linspace(-1.0, 1.0, 64)
+    reference = Program(ys, [x], fuse_kernels=False)(X)
+    monkeypatch.setattr(fusion, "COMPILE_BUDGET", 1e-9)  # the first compile spends it all
+    program = Program(ys, [x])
+    assert len(program.fused_kernels) == 3
+    for _ in range(3):
+        for got, want in zip(program(X), reference, strict=True):
+            _close(got, want, rtol=1e-14)
+    compiled = [k for k in program.fused_kernels if k.first_call_seconds is not None]
+    assert len(compiled) == 1 and all(k.calls == 3 for k in program.fused_kernels)
+    monkeypatch.setattr(fusion, "COMPILE_BUDGET", 0.0)  # nothing to spend: only the kernel on disk runs
+    again = Program(ys, [x])
+    for got, want in zip(again(X), reference, strict=True):
+        _close(got, want)
+    assert [k.first_call_seconds is not None for k in again.fused_kernels].count(True) == 1
+
+
+@pytest.mark.parametrize("text, value", [("-1", None), ("soon", None), ("2.5", 2.5), (None, 10.0)])
+def test_compile_budget_is_read_from_the_environment(text: str | None, value: float | None) -> None:
+    if value is None:
+        with pytest.raises(ValueError, match="JACACC_COMPILE_BUDGET must be a number of seconds >= 0"):
+            fusion._compile_budget(text)
+    else:
+        assert fusion._compile_budget(text) == value
+
+
 @pytest.mark.parametrize("text, value", [(None, 2), ("0", 0), ("5", 5), ("-1", None), ("soon", None)])
 def test_compile_after_is_read_from_the_environment(text: str | None, value: int | None) -> None:
     if value is None:

@@ -1,0 +1,757 @@
+"""More of NumPy on traced tensors: rolls, tilings, flips, triangles, cross products, splits,
+finite differences, rounding, remainders, selections, offset diagonals and casts.
+
+Every function is written with the tracer's existing building blocks, so its derivatives (of
+any order, in every mode) come from the calculus and keep their structure:
+
+* **data movement** — ``roll`` (two slices concatenated), ``tile`` and ``repeat`` with an integer
+  count (an einsum with ones, then a reshape), ``repeat`` with per-entry counts (a gather),
+  ``flip``/``flipud``/``fliplr`` (slices of step −1), ``rot90`` (flips and a transposition),
+  ``atleast_1d/2d/3d`` (unit axes), ``append`` (a concatenation), ``vsplit``/``hsplit``/``dsplit``
+  (slices), ``diag(v, k)`` (a δ padded by ``|k|``), ``diagonal``/``trace`` with an offset and any
+  pair of axes (a transposition, a slice and the einsum ``…ii->…i``);
+* **arithmetic** — ``cross`` (products of components), ``gradient`` (differences of slices,
+  divided as NumPy divides), ``rad2deg``/``deg2rad`` (a scaling), ``sinc`` (``sin(y)/y``
+  with NumPy's guard at 0, where a second-order Maclaurin polynomial gives JAX's derivatives);
+* **selections** — ``tril``/``triu``, ``nan_to_num`` and ``select`` as the table's ``where``,
+  whose untaken branch has derivative 0;
+* **piecewise-constant values** — ``floor``, ``ceil``, ``trunc``, ``rint``, ``round`` and the
+  rounding of a narrowing ``astype`` are computed at evaluation time by the operator
+  ``piecewise_constant`` and passed through the table's ``stop_gradient``; ``mod``/``remainder``/
+  ``fmod`` (and ``%`` once :class:`~jacacc.tensor.trace.Traced` has ``__mod__``) add the
+  table's ``tangent_seed`` of each operand (value 0, derivative 1) times the locally constant
+  slopes JAX uses: 1 in ``x``, and in ``y`` ``−trunc(x/y)`` plus 1 where JAX's ``remainder``
+  adds ``y`` back (``−floor(x/y)`` away from rounding ties), ``−trunc(x/y)`` for ``fmod``.
+  ``astype`` to a narrower float is its rounded value with the identity derivative (JAX's
+  ``convert_element_type``).
+
+Values are NumPy's own, bit for bit: divisions are the table's ``div`` (not a product with a
+reciprocal), and a constant is applied in the order NumPy applies it.
+
+Refused in one line naming the function and the argument: ``np.partition`` (its arrangement
+of the entries around ``kth`` is NumPy's selection algorithm, not a sort; ``np.sort`` is
+supported), ``astype`` to an integer, boolean or complex type, ``np.gradient`` with coordinate
+arrays or ``edge_order=2``, ``out=``, ``nan_to_num(copy=False)`` (in place), traced shifts,
+counts and conditions that are not comparisons.
+
+Registration never replaces a handler silently: :func:`_register` raises a
+:class:`~jacacc.errors.RegistryError` when a function already has one, unless the handler it
+replaces is named (``np.diag`` keeps the tracer's own for ``k = 0``; ``np.trace`` is the
+general form of the tracer's square-matrix one).
+
+Examples
+--------
+>>> import numpy as np
+>>> import jacacc.tensor as jt
+>>> import jacacc.tensor.numpy_more
+>>> jt.grad(lambda x: np.sum(np.roll(x, 1) * np.arange(3.0)))(np.ones(3)).tolist()
+[1.0, 2.0, 0.0]
+>>> jt.grad(lambda x: np.sum(np.mod(x, 1.5)))(np.array([2.0, -1.0])).tolist()
+[1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import RegistryError, TraceError, UnsupportedOperationError
+from jacacc.ops import array_module
+from jacacc.tensor import expr as E
+from jacacc.tensor.arrays import (
+    _advanced_index,
+    _at_least,
+    _axes,
+    _axis,
+    _basic_index,
+    _locally_constant,
+    _options,
+    _size_flops,
+    _split,
+    _zero_jvp,
+    _zero_vjp,
+    concatenate_nodes,
+    insert_unit_axes,
+    reshape_node,
+    transpose_node,
+)
+from jacacc.tensor.expr import Tensor, index_letters
+from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.trace import (
+    _FUNCTIONS,
+    _METHODS,
+    _UFUNCS,
+    Traced,
+    _binary_elementwise,
+    _broadcast_to,
+    _diag,
+    _is_mask,
+    _node,
+    _result_shape,
+    _trace,
+    _where,
+    qualified_name,
+)
+
+__all__: list[str] = []
+
+Shape = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------- registration
+def _check_free(table: dict[Any, Callable[..., Any]], key: Any, name: str, replaces: Callable[..., Any] | None) -> None:
+    """Refuse to file a handler over another one, unless it is the one named in ``replaces`` or one
+    of this module's (a reload of this module files its handlers again)."""
+    current = table.get(key)
+    if current is None or current is replaces or getattr(current, "__module__", None) == __name__:
+        return
+    owner = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', repr(current))}"
+    raise RegistryError(f"{name} already has a tracing handler ({owner}); jacacc.tensor.numpy_more does not "
+                        "replace it silently")
+
+
+def _register(*funcs: Any, replaces: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the handler of the NumPy functions ``funcs`` (``__array_function__``), refusing to
+    replace an existing handler other than ``replaces``."""
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for func in funcs:
+            _check_free(_FUNCTIONS, func, qualified_name(func), replaces)
+        for func in funcs:
+            _FUNCTIONS[func] = handler
+        return handler
+
+    return register
+
+
+def _register_ufuncs(handler: Callable[..., Any], *names: str) -> None:
+    for name in names:
+        _check_free(_UFUNCS, name, f"np.{name}", None)
+    for name in names:
+        _UFUNCS[name] = handler
+
+
+def _register_methods(handler: Callable[..., Any], *names: str) -> None:
+    for name in names:
+        _check_free(_METHODS, name, f"ndarray.{name}", None)
+    for name in names:
+        _METHODS[name] = handler
+
+
+# ---------------------------------------------------------------------------- argument checks
+def _integer(name: str, what: str, value: Any) -> int:
+    """A Python int from an integer argument; a traced one is refused (shapes are fixed while tracing)."""
+    if isinstance(value, Traced):
+        raise UnsupportedOperationError(f"{name} with a traced {what} is not supported by jacacc.tensor "
+                                        "(the result's shape would depend on the values)")
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise TraceError(f"{name}: {what} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _integers(name: str, what: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, Traced):
+        _integer(name, what, value)
+    items = np.atleast_1d(np.asarray(value))
+    if items.ndim != 1 or not (items.size == 0 or np.issubdtype(items.dtype, np.integer)):
+        raise TraceError(f"{name}: {what} must be an integer or a sequence of integers, got {value!r}")
+    return tuple(int(k) for k in items)
+
+
+def _slices_along(axis: int, item: Any) -> tuple[Any, ...]:
+    """A basic index taking ``item`` along ``axis`` and everything along the axes before it."""
+    return (slice(None),) * axis + (item,)
+
+
+def _subtract(a: Tensor, b: Tensor) -> Tensor:
+    """``a − b`` as a sum with ``−1·b`` (rounded as NumPy's subtraction: negation is exact)."""
+    return E.add(a, E.scale(-1.0, b))
+
+
+def _divide(t: Tensor, divisor: float) -> Tensor:
+    """``t / divisor`` rounded as NumPy's division: a scaling where the reciprocal is exact (a power
+    of two), else the table's ``div`` (a product with a rounded reciprocal may differ in the last bit)."""
+    mantissa, _ = math.frexp(divisor)
+    if abs(mantissa) == 0.5:
+        return E.scale(1.0 / divisor, t)
+    return E.elementwise("div", t, E.const(divisor))
+
+
+# ---------------------------------------------------------------------------- roll, tile, repeat
+def _roll_axis(x: Tensor, shift: int, axis: int) -> Tensor:
+    n = x.shape[axis]
+    if n == 0 or shift % n == 0:
+        return x
+    cut = n - shift % n  # the last shift entries come first
+    return concatenate_nodes([_basic_index(x, _slices_along(axis, slice(cut, None))),
+                              _basic_index(x, _slices_along(axis, slice(None, cut)))], axis, "np.roll")
+
+
+@_register(np.roll)
+def _np_roll(a: Any, shift: Any, axis: Any = None) -> Traced:
+    """``np.roll``: along each axis, the last ``shift`` entries moved to the front (a concatenation
+    of two slices); shifts and axes broadcast together and add up per axis, as NumPy."""
+    x = _node(a)
+    shifts = _integers("np.roll", "shift", shift)
+    if axis is None:  # NumPy rolls the flattened array by every shift given
+        flat = _roll_axis(reshape_node(x, (x.size,)), sum(shifts), 0)
+        return Traced(reshape_node(flat, x.shape))
+    _integers("np.roll", "axis", axis)
+    try:
+        pairs = np.broadcast(np.asarray(shift), np.asarray(axis))
+    except ValueError:
+        raise TraceError(f"np.roll: shift {shift!r} and axis {axis!r} do not broadcast") from None
+    if pairs.ndim > 1:
+        raise TraceError("np.roll: 'shift' and 'axis' should be scalars or 1D sequences")
+    total: dict[int, int] = {}
+    for s, k in pairs:
+        k = _axis("np.roll", int(k), x.shape)
+        total[k] = total.get(k, 0) + int(s)
+    for k, s in total.items():
+        x = _roll_axis(x, s, k)
+    return Traced(x)
+
+
+@_register(np.tile)
+def _np_tile(A: Any, reps: Any) -> Traced:  # noqa: N803 - NumPy's name
+    """``np.tile``: each axis ``a`` of length ``n`` becomes ``(r, n)`` by an einsum with ones, then
+    merged into ``r·n`` (C order puts the copies one after another)."""
+    x = _node(A)
+    counts = _integers("np.tile", "reps", reps)
+    if any(r < 0 for r in counts):
+        raise TraceError(f"np.tile: reps must be non-negative, got {reps!r}")
+    counts = (1,) * (x.ndim - len(counts)) + counts  # NumPy pads the shorter of the two with ones in front
+    x = insert_unit_axes(x, tuple(range(len(counts) - x.ndim)))
+    if all(r == 1 for r in counts):
+        return Traced(x)
+    own, copies = index_letters(x.ndim), index_letters(x.ndim, x.ndim)
+    spread = E.einsum(f"{own},{copies}->" + "".join(c + o for c, o in zip(copies, own, strict=True)),
+                      x, E.ones(counts))
+    return Traced(reshape_node(spread, tuple(r * n for r, n in zip(counts, x.shape, strict=True))))
+
+
+@_register(np.repeat)
+def _np_repeat(a: Any, repeats: Any, axis: Any = None) -> Traced:
+    """``np.repeat``: one count for every entry is an einsum with ones and a reshape; a count per
+    entry is a gather of each index repeated (its transpose adds the copies back up)."""
+    x = _node(a)
+    if isinstance(repeats, Traced):
+        _integer("np.repeat", "repeats", repeats)
+    counts = np.asarray(repeats)
+    if not (counts.size == 0 or np.issubdtype(counts.dtype, np.integer)) or counts.ndim > 1:
+        raise TraceError(f"np.repeat: repeats must be an integer or a 1-D array of integers, got {repeats!r}")
+    if np.any(counts < 0):
+        raise TraceError("np.repeat: repeats may not contain negative values")
+    if axis is None:
+        x, axis = reshape_node(x, (x.size,)), 0
+    axis = _axis("np.repeat", axis, x.shape)
+    n = x.shape[axis]
+    if counts.size == 1:
+        count = int(counts.reshape(-1)[0])
+        own, copy = index_letters(x.ndim), index_letters(1, x.ndim)
+        spread = E.einsum(f"{own},{copy}->{own[:axis + 1]}{copy}{own[axis + 1:]}", x, E.ones((count,)))
+        return Traced(reshape_node(spread, x.shape[:axis] + (n * count,) + x.shape[axis + 1:]))
+    if counts.shape != (n,):
+        raise TraceError(f"np.repeat: {counts.size} counts for an axis of length {n}")
+    return Traced(_advanced_index(x, _slices_along(axis, np.repeat(np.arange(n), counts))))
+
+
+# ---------------------------------------------------------------------------- flips and rotations
+def _flip_node(x: Tensor, axes: Sequence[int]) -> Tensor:
+    if not axes:
+        return x
+    return _basic_index(x, tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(x.ndim)))
+
+
+@_register(np.flip)
+def _np_flip(m: Any, axis: Any = None) -> Traced:
+    """``np.flip``: a slice of step −1 along each axis named (all of them for ``None``)."""
+    x = _node(m)
+    return Traced(_flip_node(x, _axes("np.flip", axis, x.shape)))
+
+
+@_register(np.flipud)
+def _np_flipud(m: Any) -> Traced:
+    x = _node(m)
+    if x.ndim < 1:
+        raise TraceError("np.flipud: input must be >= 1-d")
+    return Traced(_flip_node(x, (0,)))
+
+
+@_register(np.fliplr)
+def _np_fliplr(m: Any) -> Traced:
+    x = _node(m)
+    if x.ndim < 2:
+        raise TraceError("np.fliplr: input must be >= 2-d")
+    return Traced(_flip_node(x, (1,)))
+
+
+@_register(np.rot90)
+def _np_rot90(m: Any, k: Any = 1, axes: Any = (0, 1)) -> Traced:
+    """``np.rot90``: NumPy's own composition of flips and the transposition swapping ``axes``."""
+    x = _node(m)
+    turns = _integer("np.rot90", "k", k) % 4
+    pair = tuple(axes)
+    if len(pair) != 2:
+        raise TraceError("np.rot90: len(axes) must be 2")
+    first, second = (_axis("np.rot90", p, x.shape) for p in pair)
+    if first == second:
+        raise TraceError("np.rot90: axes must be different")
+    if turns == 0:
+        return Traced(x)
+    if turns == 2:
+        return Traced(_flip_node(x, (first, second)))
+    order = list(range(x.ndim))
+    order[first], order[second] = order[second], order[first]
+    if turns == 1:
+        return Traced(transpose_node(_flip_node(x, (second,)), order))
+    return Traced(_flip_node(transpose_node(x, order), (second,)))
+
+
+# ---------------------------------------------------------------------------- triangles
+def _triangle(name: str, m: Any, k: Any, lower: bool) -> Traced:
+    x = _node(m)
+    offset = _integer(name, "k", k)
+    if x.ndim == 0:
+        raise TraceError(f"{name}: the input must be at least one-dimensional")
+    # np.where against a constant mask, as NumPy (and JAX): an infinite entry off the triangle
+    # gives 0, where a product with the mask would give NaN; the entries masked out have derivative 0
+    rows, cols = x.shape[-2:] if x.ndim >= 2 else (x.shape[0], x.shape[0])
+    mask = np.tri(rows, cols, offset, dtype=bool) if lower else ~np.tri(rows, cols, offset - 1, dtype=bool)
+    return _where(mask, Traced(x), 0.0)
+
+
+@_register(np.tril)
+def _np_tril(m: Any, k: Any = 0) -> Traced:
+    return _triangle("np.tril", m, k, True)
+
+
+@_register(np.triu)
+def _np_triu(m: Any, k: Any = 0) -> Traced:
+    return _triangle("np.triu", m, k, False)
+
+
+# ---------------------------------------------------------------------------- cross product
+def _to_last(name: str, x: Tensor, axis: Any) -> Tensor:
+    if x.ndim == 0:
+        raise TraceError(f"{name}: the operands must be at least one-dimensional")
+    k = _axis(name, axis, x.shape)
+    return transpose_node(x, [j for j in range(x.ndim) if j != k] + [k])
+
+
+@_register(np.cross)
+def _np_cross(a: Any, b: Any, axisa: Any = -1, axisb: Any = -1, axisc: Any = -1, axis: Any = None) -> Traced:
+    """``np.cross`` of 2- and 3-vectors: each component a difference of products of components (in
+    NumPy's order of operations), batch axes broadcast; a 2-vector has a zero third component."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    x, y = _to_last("np.cross", _node(a), axisa), _to_last("np.cross", _node(b), axisb)
+    if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):
+        raise TraceError(f"np.cross: incompatible dimensions for cross product (dimension must be 2 or 3), got "
+                         f"{x.shape[-1]} and {y.shape[-1]}")
+    _result_shape("cross", E.zeros(x.shape[:-1]), E.zeros(y.shape[:-1]))  # batch axes that do not broadcast
+    p = [Traced(_basic_index(x, (Ellipsis, i))) for i in range(x.shape[-1])]
+    q = [Traced(_basic_index(y, (Ellipsis, i))) for i in range(y.shape[-1])]
+    if len(p) == 2 or len(q) == 2:
+        warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of 3-dimensional vectors "
+                      "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=3)  # as NumPy warns
+    third = p[0] * q[1] - p[1] * q[0]
+    if len(p) == 2 and len(q) == 2:
+        return third
+    if len(p) == 2:  # a = (a0, a1, 0)
+        parts = [p[1] * q[2], -(p[0] * q[2]), third]
+    elif len(q) == 2:  # b = (b0, b1, 0)
+        parts = [-(p[2] * q[1]), p[2] * q[0], third]
+    else:
+        parts = [p[1] * q[2] - p[2] * q[1], p[2] * q[0] - p[0] * q[2], third]
+    stacked = concatenate_nodes([insert_unit_axes(t.node, (t.ndim,)) for t in parts], -1, "np.cross")
+    out = _axis("np.cross", axisc, stacked.shape)
+    order = list(range(stacked.ndim - 1))
+    order.insert(out, stacked.ndim - 1)
+    return Traced(transpose_node(stacked, order))
+
+
+# ---------------------------------------------------------------------------- atleast_nd, append, splits
+def _at_least_3d(x: Tensor) -> Tensor:
+    if x.ndim == 0:
+        return insert_unit_axes(x, (0, 1, 2))
+    if x.ndim == 1:  # NumPy: (N,) -> (1, N, 1)
+        return insert_unit_axes(x, (0, 2))
+    if x.ndim == 2:  # (M, N) -> (M, N, 1)
+        return insert_unit_axes(x, (2,))
+    return x
+
+
+def _at_least_nd(ndim: int, func: Callable[..., Any], arys: Sequence[Any]) -> Any:
+    results = []
+    for a in arys:
+        if not isinstance(a, Traced):  # a constant among traced arrays stays NumPy's
+            results.append(func(a))
+        else:
+            results.append(Traced(_at_least_3d(a.node) if ndim == 3 else _at_least(a.node, ndim)))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+@_register(np.atleast_1d)
+def _np_atleast_1d(*arys: Any) -> Any:
+    return _at_least_nd(1, np.atleast_1d, arys)
+
+
+@_register(np.atleast_2d)
+def _np_atleast_2d(*arys: Any) -> Any:
+    return _at_least_nd(2, np.atleast_2d, arys)
+
+
+@_register(np.atleast_3d)
+def _np_atleast_3d(*arys: Any) -> Any:
+    return _at_least_nd(3, np.atleast_3d, arys)
+
+
+@_register(np.append)
+def _np_append(arr: Any, values: Any, axis: Any = None) -> Traced:
+    """``np.append``: a concatenation (of the flattened operands for ``axis=None``)."""
+    x, v = _node(arr), _node(values)
+    if axis is None:
+        x, v, axis = reshape_node(x, (x.size,)), reshape_node(v, (v.size,)), 0
+    return Traced(concatenate_nodes([x, v], axis, "np.append"))
+
+
+@_register(np.vsplit)
+def _np_vsplit(ary: Any, indices_or_sections: Any) -> list[Traced]:
+    if _node(ary).ndim < 2:
+        raise TraceError("np.vsplit only works on arrays of 2 or more dimensions")
+    return _split("np.vsplit", True, ary, indices_or_sections, 0)
+
+
+@_register(np.hsplit)
+def _np_hsplit(ary: Any, indices_or_sections: Any) -> list[Traced]:
+    ndim = _node(ary).ndim
+    if ndim == 0:
+        raise TraceError("np.hsplit only works on arrays of 1 or more dimensions")
+    return _split("np.hsplit", True, ary, indices_or_sections, 1 if ndim > 1 else 0)
+
+
+@_register(np.dsplit)
+def _np_dsplit(ary: Any, indices_or_sections: Any) -> list[Traced]:
+    if _node(ary).ndim < 3:
+        raise TraceError("np.dsplit only works on arrays of 3 or more dimensions")
+    return _split("np.dsplit", True, ary, indices_or_sections, 2)
+
+
+# ---------------------------------------------------------------------------- gradient
+def _spacing(varargs: Sequence[Any], count: int) -> list[float]:
+    if any(isinstance(h, Traced) for h in varargs):
+        raise UnsupportedOperationError("np.gradient with a traced spacing is not supported by jacacc.tensor")
+    if not varargs:
+        return [1.0] * count
+    if len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        return [float(varargs[0])] * count
+    if len(varargs) != count:
+        raise TraceError(f"np.gradient: {len(varargs)} spacings for {count} axes")
+    if any(np.ndim(h) != 0 for h in varargs):
+        raise UnsupportedOperationError("np.gradient with coordinate arrays (non-uniform spacing) is not "
+                                        "supported by jacacc.tensor; give scalar spacings")
+    return [float(h) for h in varargs]
+
+
+@_register(np.gradient)
+def _np_gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: Any = 1) -> Any:
+    """``np.gradient`` with uniform spacing and ``edge_order=1``: central differences inside,
+    one-sided ones at the two ends, each divided by the spacing as NumPy divides."""
+    if edge_order != 1:
+        raise UnsupportedOperationError(f"np.gradient with edge_order={edge_order!r} is not supported by "
+                                        "jacacc.tensor (edge_order=1 is)")
+    x = _node(f)
+    if axis is None:
+        axes: tuple[int, ...] = tuple(range(x.ndim))
+    else:
+        items = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+        axes = tuple(_axis("np.gradient", k, x.shape) for k in items)
+        if len(set(axes)) != len(axes):
+            raise TraceError(f"np.gradient: repeated axis in {axis!r}")
+    spacings = _spacing(varargs, len(axes))
+    results = []
+    for k, h in zip(axes, spacings, strict=True):
+        n = x.shape[k]
+        if n < 2:
+            raise TraceError("np.gradient: shape of array too small to calculate a numerical gradient, at least "
+                             "(edge_order + 1) elements are required")
+
+        def part(start: int | None, stop: int | None, k: int = k) -> Tensor:
+            return _basic_index(x, _slices_along(k, slice(start, stop)))
+
+        pieces = [_divide(_subtract(part(1, 2), part(0, 1)), h)]
+        if n > 2:
+            pieces.append(_divide(_subtract(part(2, None), part(None, -2)), 2.0 * h))
+        pieces.append(_divide(_subtract(part(-1, None), part(-2, -1)), h))
+        results.append(Traced(concatenate_nodes(pieces, k, "np.gradient")))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+# ---------------------------------------------------------------------------- angles, sinc
+def _scaled(factor: float) -> Callable[[Any], Traced]:
+    def handler(x: Any) -> Traced:
+        return Traced(E.scale(factor, _node(x)))  # x · c, as NumPy's loop: a product is commutative
+
+    return handler
+
+
+_register_ufuncs(_scaled(180.0 / math.pi), "rad2deg", "degrees")
+_register_ufuncs(_scaled(math.pi / 180.0), "deg2rad", "radians")
+
+
+@_register(np.sinc)
+def _np_sinc(x: Any) -> Traced:
+    """``np.sinc`` as NumPy computes it, ``sin(y)/y`` with ``y = πx`` (``eps`` where ``y = 0``), and
+    at ``y = 0`` the Maclaurin polynomial ``1 − y²/6``: the value 1 and JAX's derivatives there
+    (0, then −π²/3; those of order four and up are not JAX's)."""
+    t = Traced(_node(x))
+    y = t * np.pi
+    at_zero = y == 0.0
+    guarded = _where(at_zero, float(np.finfo(t.dtype).eps), y)
+    ratio = _binary_elementwise("div", np.sin(guarded), guarded)
+    return _where(at_zero, 1.0 - y ** 2 / 6.0, ratio)
+
+
+# ---------------------------------------------------------------------------- nan_to_num, select
+@_register(np.nan_to_num)
+def _np_nan_to_num(x: Any, copy: Any = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Traced:
+    """``np.nan_to_num``: three selections; a replaced entry has derivative 0, the others 1."""
+    if not copy:
+        raise UnsupportedOperationError("np.nan_to_num with copy=False (in place) is not supported by jacacc.tensor")
+    t = Traced(_node(x))
+    info = np.finfo(t.dtype)
+    result = _where(t != t, nan, t)
+    result = _where(t == np.inf, info.max if posinf is None else posinf, result)
+    return _where(t == -np.inf, info.min if neginf is None else neginf, result)
+
+
+@_register(np.select)
+def _np_select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
+    """``np.select``: nested selections, the first condition that holds winning (as NumPy)."""
+    conditions, choices = list(condlist), list(choicelist)
+    if len(conditions) != len(choices):
+        raise TraceError("np.select: list of cases must be same length as list of conditions")
+    if not conditions:
+        raise TraceError("np.select: select with an empty condition list is not possible")
+    for k, c in enumerate(conditions):
+        if isinstance(c, Traced):
+            if not _is_mask(c.node):
+                raise UnsupportedOperationError(f"np.select: condition {k} is a traced array that is not a "
+                                                "comparison; NumPy requires boolean conditions")
+        elif np.asarray(c).dtype != bool:
+            raise TraceError(f"np.select: invalid entry {k} in condlist: should be boolean ndarray")
+    result = default
+    for c, choice in reversed(list(zip(conditions, choices, strict=True))):
+        result = _where(c, choice, result)
+    return result
+
+
+# ---------------------------------------------------------------------------- piecewise-constant values
+def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+    return x.astype(dtype).astype(x.dtype)
+
+
+#: the values ``piecewise_constant`` computes (``decimals`` for ``round``, the target for ``cast``)
+_PIECEWISE: dict[str, Callable[..., Any]] = {
+    "floor": lambda xp, x, option: xp.floor(x),
+    "ceil": lambda xp, x, option: xp.ceil(x),
+    "trunc": lambda xp, x, option: xp.trunc(x),
+    "rint": lambda xp, x, option: xp.rint(x),
+    "round": lambda xp, x, option: xp.round(x, option),
+    "cast": lambda xp, x, option: _cast(x, option),
+}
+
+
+def _piecewise_forward(x: np.ndarray, how: str, option: Any = None) -> np.ndarray:
+    return _PIECEWISE[how](array_module((x,)), x, option)
+
+
+register_operator(Operator("piecewise_constant", _piecewise_forward, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
+                           _size_flops, batch=lambda batch_shape, args, flags, **options: (args, options),
+                           device=True))
+
+
+def _piecewise(how: str, x: Any, option: Any = None) -> Traced:
+    """The value ``how`` computes, behind a stop-gradient: data to every derivative (JAX's rounding
+    functions have derivative 0)."""
+    (value,) = apply_operator("piecewise_constant", [_node(x)], how=how, option=option)
+    return Traced(_locally_constant(value))
+
+
+for _how in ("floor", "ceil", "trunc", "rint"):
+    _register_ufuncs(lambda x, _how=_how: _piecewise(_how, x), _how)
+del _how
+
+
+@_register(np.round, np.around)
+def _np_round(a: Any, decimals: Any = 0, out: Any = None) -> Traced:
+    """``np.round``/``np.around``: NumPy's value (half to even, ``decimals`` places), derivative 0."""
+    if out is not None:
+        raise UnsupportedOperationError("np.round with out= is not supported by jacacc.tensor")
+    return _piecewise("round", a, _integer("np.round", "decimals", decimals))
+
+
+def _identity(x: Any, *args: Any, **kwargs: Any) -> Traced:
+    return Traced(_node(x))  # real input: conj, conjugate and real are the identity
+
+
+_register_ufuncs(_identity, "conjugate")
+_register(np.real)(_identity)
+_register_methods(lambda a, decimals=0, out=None: _np_round(a, decimals, out), "round")
+_register_methods(lambda a: Traced(a.node), "conj", "conjugate")
+
+
+@_register(np.partition)
+def _np_partition(a: Any, kth: Any, axis: Any = -1, kind: Any = "introselect", order: Any = None) -> Traced:
+    raise UnsupportedOperationError("np.partition is not supported by jacacc.tensor: where the entries land "
+                                    "around kth is decided by NumPy's selection algorithm from the values, not "
+                                    "by a constant permutation; use np.sort")
+
+
+# ---------------------------------------------------------------------------- remainders
+def _remainder_forward(x: np.ndarray, y: np.ndarray, truncated: bool) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy's remainder (``fmod`` if ``truncated``) and JAX's partial in ``y``: ``−trunc(x/y)``,
+    plus 1 where ``remainder`` adds ``y`` to the truncated remainder (its sign differs from y's)."""
+    xp = array_module((x, y))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        value = xp.fmod(x, y) if truncated else xp.remainder(x, y)
+        slope = -xp.trunc(x / y)
+        if not truncated:
+            rem = xp.fmod(x, y)
+            slope = slope + ((rem != 0) & ((rem < 0) != (y < 0)))
+    # an overflowing x/y would make slope·0 NaN in the value: only there, the slope is dropped
+    return value, xp.where(xp.isfinite(slope) | ~xp.isfinite(value), slope, 0.0).astype(value.dtype)
+
+
+def _remainder_batch(batch_shape, args, flags, **options):  # noqa: ANN001, ANN202, ANN003
+    from jacacc.tensor.batching import spread
+
+    return [a if f else spread(a, tuple(batch_shape)) for a, f in zip(args, flags, strict=True)], options
+
+
+def _remainder_shapes(a: Shape, b: Shape, **_: Any) -> tuple[Shape, Shape]:
+    if a != b:
+        raise ValueError(f"remainder_parts: shapes {a} and {b} differ")
+    return (a, a)
+
+
+register_operator(Operator("remainder_parts", _remainder_forward, _remainder_shapes, _zero_jvp, _zero_vjp,
+                           lambda a, b, **_: 4 * math.prod(a), batch=_remainder_batch, device=True))
+
+
+def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:
+    """NumPy's value behind a stop-gradient, plus ``tangent_seed(x) + slope·tangent_seed(y)``: the
+    seeds are 0 in value and 1 in derivative, so the partials are JAX's (1 and the slope)."""
+    a, b = _node(x), _node(y)
+    shape = _result_shape(name, a, b)
+    a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
+    value, slope = apply_operator("remainder_parts", [a, b], truncated=truncated)
+    terms = [_locally_constant(value)]
+    if isinstance(x, Traced):
+        terms.append(E.unary("tangent_seed", a))
+    if isinstance(y, Traced):
+        labels = index_letters(len(shape))
+        terms.append(E.einsum(f"{labels},{labels}->{labels}", _locally_constant(slope), E.unary("tangent_seed", b)))
+    return Traced(E.add(*terms))
+
+
+_register_ufuncs(lambda x, y: _remainder("np.remainder", False, x, y), "remainder")
+_register_ufuncs(lambda x, y: _remainder("np.fmod", True, x, y), "fmod")
+
+
+# ---------------------------------------------------------------------------- diagonals and traces
+def _diagonal_block(name: str, x: Tensor, offset: Any, axis1: Any, axis2: Any) -> Tensor | None:
+    """The square block whose main diagonal is ``x``'s diagonal ``offset`` in the plane of ``axis1``
+    and ``axis2``, those two axes moved last (None when the diagonal is empty)."""
+    k = _integer(name, "offset", offset)
+    if x.ndim < 2:
+        raise TraceError(f"{name}: the array must be at least two-dimensional, got shape {x.shape}")
+    i, j = _axis(name, axis1, x.shape), _axis(name, axis2, x.shape)
+    if i == j:
+        raise TraceError(f"{name}: axis1 and axis2 cannot be the same")
+    x = transpose_node(x, [m for m in range(x.ndim) if m not in (i, j)] + [i, j])
+    rows, cols = x.shape[-2:]
+    length = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
+    if length == 0:
+        return None
+    first, second = (0, k) if k >= 0 else (-k, 0)
+    return _basic_index(x, (Ellipsis, slice(first, first + length), slice(second, second + length)))
+
+
+def _diagonal_node(name: str, x: Tensor, offset: Any, axis1: Any, axis2: Any) -> Tensor:
+    block = _diagonal_block(name, x, offset, axis1, axis2)
+    if block is None:
+        rest = tuple(n for m, n in enumerate(x.shape) if m not in {_axis(name, axis1, x.shape),
+                                                                   _axis(name, axis2, x.shape)})
+        return E.const(np.zeros((*rest, 0)))
+    lead, d = index_letters(block.ndim - 2), index_letters(1, block.ndim - 2)
+    return E.einsum(f"{lead}{d}{d}->{lead}{d}", block)
+
+
+@_register(np.diagonal)
+def _np_diagonal(a: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1) -> Traced:
+    """``np.diagonal``: the other axes first, the diagonal last (a slice and ``…ii->…i``)."""
+    return Traced(_diagonal_node("np.diagonal", _node(a), offset, axis1, axis2))
+
+
+@_register(np.trace, replaces=_trace)
+def _np_trace(a: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1, dtype: Any = None, out: Any = None) -> Traced:
+    """``np.trace`` with any offset and pair of axes (batched): the sum ``…ii->…`` of the block."""
+    _options("np.trace", out, dtype)
+    x = _node(a)
+    block = _diagonal_block("np.trace", x, offset, axis1, axis2)
+    if block is None:
+        return Traced(E.const(np.zeros(tuple(n for m, n in enumerate(x.shape) if m not in {
+            _axis("np.trace", axis1, x.shape), _axis("np.trace", axis2, x.shape)}))))
+    lead, d = index_letters(block.ndim - 2), index_letters(1, block.ndim - 2)
+    return Traced(E.einsum(f"{lead}{d}{d}->{lead}", block))
+
+
+_diag_main = _FUNCTIONS.get(np.diag, _diag)  # the tracer's own: k = 0
+
+
+@_register(np.diag, replaces=_diag)
+def _np_diag(v: Any, k: Any = 0) -> Traced:
+    """``np.diag`` with an offset: a vector placed on diagonal ``k`` (its δ matrix padded by ``|k|``
+    rows and columns), or diagonal ``k`` of a matrix; ``k = 0`` is the tracer's own handler."""
+    offset = _integer("np.diag", "k", k)
+    if offset == 0:
+        return _diag_main(v)
+    x = _node(v)
+    if x.ndim == 1:
+        square = E.einsum("i,ij->ij", x, E.delta(x.shape[0]))
+        widths = ((0, offset), (offset, 0)) if offset > 0 else ((-offset, 0), (0, -offset))
+        return Traced(apply_operator("pad", [square], widths=widths)[0])
+    if x.ndim == 2:
+        return Traced(_diagonal_node("np.diag", x, offset, 0, 1))
+    raise TraceError(f"np.diag: input must be 1- or 2-d, got shape {x.shape}")
+
+
+_register_methods(lambda a, offset=0, axis1=0, axis2=1: _np_diagonal(a, offset, axis1, axis2), "diagonal")
+_register_methods(lambda a, offset=0, axis1=0, axis2=1, dtype=None, out=None:
+                  _np_trace(a, offset, axis1, axis2, dtype, out), "trace")
+
+
+# ---------------------------------------------------------------------------- astype
+def _method_astype(a: Traced, dtype: Any, order: Any = "K", casting: Any = "unsafe", subok: Any = True,
+                   copy: Any = True) -> Traced:
+    """``ndarray.astype`` to a float type: the value rounded to it where it is narrower than the
+    plan's (computation continues in the plan's type), the derivative the identity (as JAX's
+    ``convert_element_type``); integer, boolean and complex targets are refused."""
+    target = np.dtype(dtype)
+    if target.kind != "f" or target.itemsize > 8:
+        raise UnsupportedOperationError(f"ndarray.astype({target}) of a traced array is not supported by "
+                                        "jacacc.tensor: only float16/32/64 casts are differentiable")
+    if target.itemsize >= a.dtype.itemsize:  # widening (or no change): every value is kept exactly
+        return Traced(a.node)
+    (value,) = apply_operator("piecewise_constant", [a.node], how="cast", option=target.name)
+    return Traced(E.add(_locally_constant(value), E.unary("tangent_seed", a.node)))
+
+
+_register_methods(_method_astype, "astype")
