@@ -10,6 +10,13 @@ that imported it by name (``from scipy.special import logsumexp``), by a
 wrapper that calls the traced implementation when an argument is traced and
 the original otherwise; the originals are put back when the trace ends.
 
+A place may also name a method, ``"module:Class.method"`` (``"scipy.stats:rv_continuous.logpdf"``):
+the wrapper is set on the class itself while the trace runs, so that every instance — and every
+object that calls the method through an instance, as SciPy's frozen distributions call
+``self.dist.logpdf`` — reaches it; the implementation receives ``self`` first.  The method must
+be defined on that class (not inherited), so that putting the original back restores the class
+exactly; ``staticmethod`` and ``classmethod`` keep their kind.
+
 The implementations are written with the traced operations, so their
 derivatives follow: ``logsumexp`` as ``m + log Σ b·exp(a − m)`` with the
 maximum ``m`` behind a stop-gradient (as ``jax.nn.logsumexp``), ``softmax``
@@ -46,7 +53,9 @@ _LIBRARY: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
 def register_library(*places: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: the traced implementation of the function at each ``"module:attribute"`` place.
+    """Decorator: the traced implementation of the function at each ``"module:attribute"`` place
+    (``"module:Class.method"``: a method, swapped on the class; the implementation takes ``self``
+    first).
 
     >>> @register_library("numpy:example_not_in_numpy")
     ... def _example(x):
@@ -84,21 +93,56 @@ def _wrapper(original: Callable[..., Any], impl: Callable[..., Any]) -> Callable
     return dispatch
 
 
+def _owner(module: Any, attribute: str) -> tuple[Any, str] | None:
+    """The object holding the place's last name — the module, or the class of ``"Class.method"`` —
+    and that name; None when a class on the way is missing."""
+    *path, name = attribute.split(".")
+    owner = module
+    for part in path:
+        owner = getattr(owner, part, None)
+        if not isinstance(owner, type):
+            return None
+    return owner, name
+
+
+def _swap_method(cls: type, name: str, impl: Callable[..., Any]) -> Callable[[], None] | None:
+    """Set the dispatching wrapper of ``cls.name`` on ``cls``; the function that restores it (None when
+    ``cls`` does not define ``name`` itself or it is already swapped)."""
+    # vars(): only a method the class defines — a wrapper set over an inherited one would shadow
+    # the base class's for this class alone, and restoring it would leave a copy behind
+    original = vars(cls).get(name)
+    kind = type(original) if isinstance(original, staticmethod | classmethod) else None
+    function = original.__func__ if kind is not None else original
+    if not callable(function) or hasattr(function, "__jacacc_original__"):
+        return None
+    wrapper = _wrapper(function, impl)
+    setattr(cls, name, kind(wrapper) if kind is not None else wrapper)
+    return functools.partial(setattr, cls, name, original)
+
+
 @contextlib.contextmanager
 def intercepting() -> Iterator[None]:
     """Replace every registered function by its dispatching wrapper while the block runs (see
     the module notes); a module not imported yet is skipped (nothing can have called it)."""
-    swaps: list[tuple[dict, str, Any]] = []
+    restores: list[Callable[[], None]] = []
     originals: dict[int, Callable[..., Any]] = {}
     try:
         for (module_name, attribute), impl in _LIBRARY.items():
             module = sys.modules.get(module_name)
-            original = getattr(module, attribute, None) if module is not None else None
+            if module is None:
+                continue
+            if "." in attribute:  # a method: swapped on its class, which every caller looks it up on
+                place = _owner(module, attribute)
+                restore = _swap_method(*place, impl) if place is not None else None
+                if restore is not None:
+                    restores.append(restore)
+                continue
+            original = getattr(module, attribute, None)
             if original is None or hasattr(original, "__jacacc_original__"):
                 continue
             wrapper = _wrapper(original, impl)
             originals[id(original)] = wrapper
-            swaps.append((vars(module), attribute, original))
+            restores.append(functools.partial(vars(module).__setitem__, attribute, original))
             vars(module)[attribute] = wrapper
         # user modules that imported a function by name hold the original object
         for name, module in list(sys.modules.items()):
@@ -110,12 +154,12 @@ def intercepting() -> Iterator[None]:
             for attribute, value in list(namespace.items()):
                 wrapper = originals.get(id(value))
                 if wrapper is not None and callable(value):
-                    swaps.append((namespace, attribute, value))
+                    restores.append(functools.partial(namespace.__setitem__, attribute, value))
                     namespace[attribute] = wrapper
         yield
     finally:
-        for namespace, attribute, original in reversed(swaps):
-            namespace[attribute] = original
+        for restore in reversed(restores):
+            restore()
 
 
 # ---------------------------------------------------------------------------- NumPy's conversions
