@@ -69,6 +69,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/first_call_outside.py
 	$(PY) experiments/iverson_recurrence.py
 	$(PY) experiments/long_sum.py
+	$(PY) experiments/outside.py
 	$(PY) experiments/fusion_threshold.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py
