@@ -121,15 +121,19 @@ def _swap_method(cls: type, name: str, impl: Callable[..., Any]) -> Callable[[],
 
 
 @contextlib.contextmanager
-def intercepting() -> Iterator[None]:
+def intercepting() -> Iterator[set[str]]:
     """Replace every registered function by its dispatching wrapper while the block runs (see
-    the module notes); a module not imported yet is skipped (nothing can have called it)."""
+    the module notes); a module not imported yet is skipped (nothing can have called it) and its
+    name is in the set the block gets: one that ``f`` imports while traced (``import scipy.special``
+    inside ``f``) was not intercepted, and :func:`~jacacc.tensor.trace.trace` traces again."""
     restores: list[Callable[[], None]] = []
     originals: dict[int, Callable[..., Any]] = {}
+    skipped: set[str] = set()
     try:
         for (module_name, attribute), impl in _LIBRARY.items():
             module = sys.modules.get(module_name)
             if module is None:
+                skipped.add(module_name)
                 continue
             if "." in attribute:  # a method: swapped on its class, which every caller looks it up on
                 place = _owner(module, attribute)
@@ -156,7 +160,7 @@ def intercepting() -> Iterator[None]:
                 if wrapper is not None and callable(value):
                     restores.append(functools.partial(namespace.__setitem__, attribute, value))
                     namespace[attribute] = wrapper
-        yield
+        yield skipped
     finally:
         for restore in reversed(restores):
             restore()

@@ -29,6 +29,7 @@ import functools
 import inspect
 import itertools
 import numbers
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -725,8 +726,16 @@ def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -
 
     passed = [a if np.asarray(a).dtype.kind in "iub" else Traced(x) for x, a in zip(inputs, args, strict=True)]
     try:
-        with intercepting():
-            result = f(*passed)
+        for attempt in (1, 2):
+            try:
+                with intercepting() as skipped:
+                    result = f(*passed)
+                break
+            except UnsupportedOperationError:
+                # f imported a library whose functions are traced by name (scipy.special inside f):
+                # the second trace finds it imported and intercepts it
+                if attempt == 2 or not any(name in sys.modules for name in skipped):
+                    raise
     finally:
         _TRACE_DTYPE.reset(token)
     if isinstance(result, tuple | list):

@@ -32,7 +32,9 @@ def section_6_jax(a, b, c, d):
     return jnp.exp(-jnp.sum(terms, axis=2))
 
 
-@pytest.mark.parametrize("backend", ["python", "numba"])
+# under Numba the example's kernels compile for 8 s: exhaustive (make test-extra); the python backend
+# runs the same check in make test, and the Numba backend is checked there on smaller functions
+@pytest.mark.parametrize("backend", ["python", pytest.param("numba", marks=pytest.mark.exhaustive)])
 def test_section_6_example_against_jax(backend):
     import jax
 

@@ -79,3 +79,35 @@ def test_refused_forms_name_themselves():
         jt.grad(lambda x: scipy.special.logsumexp(x, return_sign=True)[0])(X)
     with pytest.raises(UnsupportedOperationError, match="np.array of a traced value with dtype int64"):
         jt.grad(lambda x: np.sum(np.array(x, dtype=np.int64)))(X)
+
+
+_IMPORT_INSIDE = """
+import sys
+import numpy as np
+import jacacc.tensor as jt
+assert "scipy.special" not in sys.modules, "the test needs a process without scipy.special"
+
+def f(x):
+    import scipy.special
+    return np.sum(scipy.special.logsumexp(np.outer(x, x), axis=1))
+
+x = np.array([0.3, -1.2, 2.0])
+g = jt.grad(f)(x)
+z = np.outer(x, x)
+w = np.exp(z - z.max(axis=1, keepdims=True))
+w /= w.sum(axis=1, keepdims=True)
+print(np.allclose(g, w.T @ x + w @ x, rtol=1e-12))
+"""
+
+
+def test_a_library_imported_inside_f_is_intercepted():
+    """``import scipy.special`` inside ``f``, in a process that had not imported it: the first trace
+    meets SciPy's own logsumexp (its module was not loaded to be intercepted) and traces again."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _IMPORT_INSIDE], capture_output=True, text=True, timeout=300)
+    if "needs a process without scipy.special" in done.stderr:
+        pytest.skip("importing jacacc.tensor loads scipy.special here")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

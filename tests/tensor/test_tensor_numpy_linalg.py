@@ -263,6 +263,7 @@ def every_function(G, S, B, xp):
             + xp.sum(xp.linalg.eigh(S)[0] ** 3) + xp.sum(xp.linalg.eigh(S)[1] ** 4))
 
 
+@pytest.mark.exhaustive  # drawn sizes again: the fixed-size tests above cover every function in make test
 @settings(max_examples=3, deadline=None, derandomize=True)
 @given(n=st.integers(1, 4), batch=st.sampled_from([(), (2,), (1, 2)]), seed=st.integers(0, 2**16))
 def test_drawn_sizes_match_jax(n, batch, seed):

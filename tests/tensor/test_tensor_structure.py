@@ -219,6 +219,7 @@ def test_hessians_match_jax_in_every_mode(n, seed):
         _close(jt.hessian(f, compress=True)(x, *extra).dense(), want, f"{name}, n={n}, compressed")
 
 
+@pytest.mark.exhaustive  # every mode of drawn sizes: test_matrix_argument_hessians_match_jax runs every mode in make test
 @_settings
 @given(st.integers(1, 6), st.integers(0, 2**16))
 def test_jacobians_match_jax_in_every_mode(n, seed):
