@@ -82,7 +82,18 @@ def _traced_inside(value: Any, depth: int = 0) -> bool:
     return False
 
 
+#: the dispatching wrapper of each original function, built once (functools.wraps costs microseconds)
+_WRAPPERS: dict[tuple[Callable[..., Any], Callable[..., Any]], Callable[..., Any]] = {}
+
+
 def _wrapper(original: Callable[..., Any], impl: Callable[..., Any]) -> Callable[..., Any]:
+    wrapper = _WRAPPERS.get((original, impl))
+    if wrapper is None:
+        wrapper = _WRAPPERS[(original, impl)] = _new_wrapper(original, impl)
+    return wrapper
+
+
+def _new_wrapper(original: Callable[..., Any], impl: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         if any(_traced_inside(a) for a in args) or any(_traced_inside(v) for v in kwargs.values()):
@@ -120,6 +131,33 @@ def _swap_method(cls: type, name: str, impl: Callable[..., Any]) -> Callable[[],
     return functools.partial(setattr, cls, name, original)
 
 
+# Every trace runs intercepting(), and a process (a test worker above all) can hold thousands of
+# modules: the user modules are listed again only when sys.modules grows or shrinks, and a module's
+# names holding registered functions are looked for again only when its namespace changes size
+_USER_MODULES: tuple[int, list[dict]] = (-1, [])
+_FOUND: dict[int, tuple[int, tuple[str, ...]]] = {}
+
+
+def _user_namespaces() -> list[dict]:
+    """The namespaces of the imported modules that are no library's (see captured._is_library_module)."""
+    global _USER_MODULES
+    count, namespaces = _USER_MODULES
+    if count != len(sys.modules):
+        namespaces = [vars(m) for name, m in list(sys.modules.items())
+                      if m is not None and not _is_library_module(name) and isinstance(getattr(m, "__dict__", None), dict)]
+        _USER_MODULES = (len(sys.modules), namespaces)
+    return namespaces
+
+
+def _names_of_originals(namespace: dict, originals: dict[int, Callable[..., Any]]) -> tuple[str, ...]:
+    """The names in ``namespace`` bound to a registered function (looked for again when it changes size)."""
+    size, names = _FOUND.get(id(namespace), (-1, ()))
+    if size != len(namespace):
+        names = tuple(k for k, v in list(namespace.items()) if id(v) in originals)
+        _FOUND[id(namespace)] = (len(namespace), names)
+    return names
+
+
 @contextlib.contextmanager
 def intercepting() -> Iterator[set[str]]:
     """Replace every registered function by its dispatching wrapper while the block runs (see
@@ -149,13 +187,9 @@ def intercepting() -> Iterator[set[str]]:
             restores.append(functools.partial(vars(module).__setitem__, attribute, original))
             vars(module)[attribute] = wrapper
         # user modules that imported a function by name hold the original object
-        for name, module in list(sys.modules.items()):
-            if module is None or _is_library_module(name):
-                continue
-            namespace = getattr(module, "__dict__", None)
-            if not isinstance(namespace, dict):
-                continue
-            for attribute, value in list(namespace.items()):
+        for namespace in _user_namespaces():
+            for attribute in _names_of_originals(namespace, originals):
+                value = namespace.get(attribute)
                 wrapper = originals.get(id(value))
                 if wrapper is not None and callable(value):
                     restores.append(functools.partial(namespace.__setitem__, attribute, value))
