@@ -5,25 +5,20 @@ array cannot serve; each function below is swapped in by name while a trace runs
 (:func:`~jacacc.tensor.library.register_library`) and written with the traced operations and the
 operators of :mod:`jacacc.linalg`, so derivatives of every order follow, in every mode.
 
-=================================================  ================================================
-SciPy                                              traced as
-=================================================  ================================================
-``scipy.stats.<d>.logpdf(x, loc, scale)``, ``pdf``  the closed form of ``z = (x − loc)/scale``, minus
-                                                   ``log(scale)`` (``pdf = exp(logpdf)``), for ``norm``,
-                                                   ``expon``, ``laplace``, ``logistic``, ``cauchy``,
-                                                   ``uniform``; ``loc``/``scale`` traced or constant
-``scipy.stats.norm.logcdf``, ``cdf``, ``logsf``,     ``erfc`` (see below)
-``sf``
-``scipy.stats.poisson.logpmf(k, mu, loc)``, ``pmf``  ``xlogy(k, mu) − mu − gammaln(k + 1)``; ``k`` and
-                                                   ``loc`` constant data, ``mu`` traced
-``scipy.stats.multivariate_normal.logpdf``, ``pdf``  ``np.linalg.cholesky`` (``potrf``), ``trsm`` and
-(also frozen with constant ``mean``/``cov``)         ``sumlogdiag``
-``scipy.linalg.cholesky(a, lower)``                 ``potrf``
-``scipy.linalg.cho_factor(a, lower)``               ``(potrf(a), lower)``
-``scipy.linalg.cho_solve((c, lower), b)``           two ``trsm``
-``scipy.linalg.solve_triangular(a, b, trans,        ``trsm`` (``unit_diagonal``: on the strict triangle
-lower, unit_diagonal)``                            plus the identity)
-=================================================  ================================================
+SciPy, and how each is traced:
+
+* ``scipy.stats.<d>.logpdf(x, loc, scale)`` and ``pdf``: the closed form of
+  ``z = (x − loc)/scale``, minus ``log(scale)`` (``pdf = exp(logpdf)``), for ``norm``, ``expon``,
+  ``laplace``, ``logistic``, ``cauchy``, ``uniform``; ``loc``/``scale`` traced or constant;
+* ``scipy.stats.norm.logcdf``, ``cdf``, ``logsf``, ``sf``: ``erfc`` (see below);
+* ``scipy.stats.poisson.logpmf(k, mu, loc)`` and ``pmf``: ``xlogy(k, mu) − mu − gammaln(k + 1)``;
+  ``k`` and ``loc`` constant data, ``mu`` traced;
+* ``scipy.stats.multivariate_normal.logpdf`` and ``pdf`` (also frozen with constant
+  ``mean``/``cov``): ``np.linalg.cholesky`` (``potrf``), ``trsm`` and ``sumlogdiag``;
+* ``scipy.linalg.cholesky(a, lower)``: ``potrf``; ``scipy.linalg.cho_factor(a, lower)``:
+  ``(potrf(a), lower)``; ``scipy.linalg.cho_solve((c, lower), b)``: two ``trsm``;
+* ``scipy.linalg.solve_triangular(a, b, trans, lower, unit_diagonal)``: ``trsm``
+  (``unit_diagonal``: on the strict triangle plus the identity).
 
 The methods of ``scipy.stats`` distributions are swapped on their base classes
 (``rv_continuous``, ``rv_discrete``, ``multivariate_normal_gen``), so ``scipy.stats.norm.logpdf(x)``
