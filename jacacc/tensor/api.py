@@ -62,8 +62,15 @@ def _check_argnum(argnum: Any, n: int) -> int:
     return int(argnum) % n
 
 
+def _argnums(argnum: Any) -> tuple[bool, tuple[Any, ...]]:
+    """Whether ``argnum`` names several positions (a sequence: the results come as a tuple), and
+    the positions (one int, unchecked against the call's arguments, or the checked sequence)."""
+    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
+    return several, (_argnum_sequence(argnum) if several else (argnum,))
+
+
 def _argnum_sequence(argnum: Any) -> tuple[Any, ...]:
-    """``value_and_grad``'s several positions: a non-empty sequence of ints."""
+    """Several positions: a non-empty sequence of ints."""
     if isinstance(argnum, str | bytes) or not isinstance(argnum, Sequence | np.ndarray) or len(argnum) == 0:
         raise TypeError(f"argnum must be an int or a non-empty sequence of ints, got {argnum!r}")
     for k in argnum:
@@ -349,8 +356,7 @@ def _transformation(f: Callable, argnum: int | Sequence[int], order: int, mode: 
     if not callable(f):
         raise TypeError(f"{name} needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
-    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
-    argnums = _argnum_sequence(argnum) if several else (argnum,)
+    several, argnums = _argnums(argnum)
     if several and compress:
         raise ValueError("hessian(compress=True) takes one argnum: compress the blocks of several arguments one "
                          "argnum at a time")
@@ -402,8 +408,7 @@ def _accepting_pytrees(argnum: int | Sequence[int], order: int, make: Callable[[
     structure, the results put back in the arguments' structure (``order`` 0: value and gradients;
     1: gradients or Jacobians; 2: Hessian blocks)."""
     direct = make(f, argnum)
-    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
-    argnums = _argnum_sequence(argnum) if several else (argnum,)
+    several, argnums = _argnums(argnum)
     by_structure: dict[tuple, Callable] = {}
 
     def transformed(*args: Any) -> Any:
@@ -481,8 +486,7 @@ def _value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "r
     if not callable(f):
         raise TypeError(f"value_and_grad needs a function, got {type(f).__name__}")
     mode = _check_mode(mode)
-    several = not isinstance(argnum, int | np.integer) or isinstance(argnum, bool)
-    argnums = _argnum_sequence(argnum) if several else (argnum,)
+    several, argnums = _argnums(argnum)
 
     def build(arrays: Sequence[Any], dtype: np.dtype, wrt: tuple[int, ...]) -> Program:
         traced = cache.trace(arrays)

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
-from jacacc.tensor import expr as E
-from jacacc.tensor.expr import Tensor, index_letters
+from jacacc.tensor.arrays import _hadamard
+from jacacc.tensor.expr import Tensor
 from jacacc.tensor.library import register_library
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 from jacacc.tensor.trace import _UFUNCS, Traced, _node
@@ -48,10 +48,7 @@ def _forward(x: np.ndarray, order: int) -> np.ndarray:
 
 def _times(derivative: Tensor, direction: Tensor | None) -> Tensor | None:
     """The elementwise product of two arrays of one shape (``None``: a zero direction)."""
-    if direction is None:
-        return None
-    s = index_letters(derivative.ndim)
-    return E.einsum(f"{s},{s}->{s}", derivative, direction)
+    return None if direction is None else _hadamard(derivative, direction)
 
 
 def _next_order(args: tuple[Tensor, ...], order: int) -> Tensor:
