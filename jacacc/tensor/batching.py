@@ -151,7 +151,11 @@ def batched(roots: Sequence[Tensor], bound: Mapping[Tensor, Tensor], batch_shape
             raise ValueError(f"batched: a value of shape {v.shape} for a placeholder of shape {p.shape} "
                              f"and batch {tuple(batch_shape)}")
     new: dict[int, Tensor] = {id(p): v for p, v in bound.items()}
-    for node in nodes_of(roots):
+    # A node is created after its operands, so one older than every placeholder depends on none:
+    # the walk stops there instead of visiting the whole function the rule reads (a Kalman
+    # filter's pullbacks, one per step, each walking every earlier step, were O(T²)).
+    oldest = min((p.serial for p in bound), default=0)
+    for node in _nodes_since(roots, oldest):
         if id(node) in new or not node.args:
             continue
         is_batched = [id(a) in new for a in node.args]
@@ -160,6 +164,11 @@ def batched(roots: Sequence[Tensor], bound: Mapping[Tensor, Tensor], batch_shape
         args = [new.get(id(a), a) for a in node.args]
         new[id(node)] = _batched_node(node, args, is_batched, tuple(batch_shape))
     return [new[id(r)] if id(r) in new else spread(r, tuple(batch_shape)) for r in roots]
+
+
+def _nodes_since(roots: Sequence[Tensor], serial: int) -> list[Tensor]:
+    """The nodes reachable from ``roots`` through nodes created at ``serial`` or later, operands first."""
+    return nodes_of(roots, lambda node: node.serial >= serial)
 
 
 def _batched_node(node: Tensor, args: list[Tensor], is_batched: list[bool], batch_shape: Shape) -> Tensor:

@@ -15,6 +15,7 @@ is the same, only its cost differs.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable
 from typing import Any
 
@@ -42,18 +43,20 @@ def tensor_modes() -> list[str]:
     return [*BUILTIN_MODES, *(m for m in methods("vertex") if m not in BUILTIN_MODES)]
 
 
+def _cross_country_key(state: EliminationGraph, j: Hashable) -> tuple:
+    """Lowest tensor order of the products first, fewest FLOPs next, the latest vertex last."""
+    algebra = state.algebra
+    highest = max((algebra.max_order(i, j, k) for i in state.preds[j] for k in state.succs[j]), default=0)
+    return (highest, state.markowitz(j), -state.rank[j])
+
+
 def cross_country_order(graph: TensorGraph) -> list[Hashable]:
     """Paper 002's cross-country rule: eliminate, at each step, the vertex whose
     products have the lowest tensor order (vectors first, then matrices, …),
     fewest FLOPs next, the latest vertex last."""
     from jacacc.orders.heuristics import greedy_vertex_order
 
-    def key(state: EliminationGraph, j: Hashable) -> tuple:
-        algebra = state.algebra
-        highest = max((algebra.max_order(i, j, k) for i in state.preds[j] for k in state.succs[j]), default=0)
-        return (highest, state.markowitz(j), -state.rank[j])
-
-    return greedy_vertex_order(graph, key)
+    return greedy_vertex_order(graph, _cross_country_key)
 
 
 def elimination_order(graph: TensorGraph, mode: str, seed: int | None = 0) -> list[Hashable]:
@@ -83,6 +86,11 @@ def _touches_a_map(state: EliminationGraph, algebra: Any, j: Hashable) -> bool:
     return any(isinstance(algebra.factors[e], LinearPartial) for e in edges)
 
 
+def _adds_edges(state: EliminationGraph, j: Hashable) -> bool:
+    """Whether eliminating ``j`` now leaves more edges than it removes (its fill-in exceeds its degree)."""
+    return state.vertex_fill_in(j) > len(state.preds[j]) + len(state.succs[j])
+
+
 def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = None) -> tuple[dict, int, list]:
     """Eliminate every intermediate of ``graph``: returns the factors left on the
     input → output edges (``{(input, output): Factor or FactorSum}``), the FLOPs
@@ -91,21 +99,60 @@ def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = N
     Vertices next to a general function's edge (:mod:`jacacc.tensor.operators`)
     are not eliminated: the order eliminates the others, and the rest is
     accumulated by sweeps of pullbacks or pushforwards
-    (:func:`~jacacc.tensor.linear.accumulate_by_sweeps`)."""
+    (:func:`~jacacc.tensor.linear.accumulate_by_sweeps`).  Where such edges exist, a vertex whose
+    elimination would add more edges than it removes stays for the sweeps too: the kept vertices
+    cut the graph, and eliminating past them joins each vertex of a recurrence (a Kalman filter's
+    covariance) to every kept vertex downstream, O(T²) products for T steps, where the sweeps pay
+    O(T)."""
     from jacacc.eliminate.vertex import validate_vertex_order
 
-    order = elimination_order(graph, mode) if order is None else list(validate_vertex_order(graph, order))
     algebra = graph.edge_algebra()
     state = EliminationGraph(graph, algebra)
     # Vertices touching a general function's edge (a linear map) stay: eliminating them
     # would compose maps along every path; the residual graph is accumulated by sweeps.
     # A vertex an absorption has since joined to a linear map stays too.
     operators = algebra.lazy_sums
-    for j in order:
-        if not operators or not _touches_a_map(state, algebra, j):
-            state.eliminate_vertex(j)
+
+    def eliminable(j: Hashable) -> bool:
+        return not (_touches_a_map(state, algebra, j) or _adds_edges(state, j))
+
+    if operators and order is None and mode == "cross_country":
+        # the rule run on the graph itself, among the vertices it may eliminate: simulating the
+        # elimination of all of them first fills in the whole recurrence (O(T²) keys)
+        order = _greedy_among(state, _cross_country_key, eliminable)
+    else:
+        order = elimination_order(graph, mode) if order is None else list(validate_vertex_order(graph, order))
+        for j in order:
+            if not operators or eliminable(j):
+                state.eliminate_vertex(j)
     factors: dict[tuple[Hashable, Hashable], Partial] = dict(algebra.factors)
     if operators:
         topological = [v for v in nx.topological_sort(nx.DiGraph(list(factors)))]
         factors = accumulate_by_sweeps(factors, list(graph.inputs), list(graph.outputs), topological)
     return factors, algebra.flops, order
+
+
+def _greedy_among(state: EliminationGraph, key: Any, eliminable: Any) -> list[Hashable]:
+    """Eliminate on ``state``, at each step, the vertex ``eliminable`` allows with the lowest ``key``,
+    until none is allowed; returns the vertices eliminated, in order.
+
+    Keys and eligibility are refreshed on the vertices an elimination touches.  A vertex's
+    fill-in also falls when an edge appears between two of its neighbours; it is not
+    refreshed for that (refreshing the neighbours' neighbours revisits the high-degree
+    vertices of a recurrence at every step), so such a vertex may stay for the sweeps."""
+    heap = [(key(state, j), state.rank[j], j) for j in state.intermediates if eliminable(j)]
+    heapq.heapify(heap)
+    order: list[Hashable] = []
+    while heap:
+        k, rank, j = heapq.heappop(heap)
+        if j not in state.intermediates or not eliminable(j):
+            continue
+        current = key(state, j)
+        if current != k:  # stale: its neighbourhood changed since it was pushed
+            heapq.heappush(heap, (current, rank, j))
+            continue
+        order.append(j)
+        for t in state.eliminate_vertex(j):
+            if t in state.intermediates and eliminable(t):
+                heapq.heappush(heap, (key(state, t), state.rank[t], t))
+    return order

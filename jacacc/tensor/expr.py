@@ -406,8 +406,9 @@ def _broadcast_scalar_node(a: Tensor, shape: Shape) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- walking, costing
-def nodes_of(roots: Iterable[Tensor]) -> list[Tensor]:
-    """Every node reachable from ``roots``, operands before users (a topological order)."""
+def nodes_of(roots: Iterable[Tensor], descend: Callable[[Tensor], bool] | None = None) -> list[Tensor]:
+    """Every node reachable from ``roots``, operands before users (a topological order);
+    with ``descend``, the walk does not enter the operands of a node for which it is false."""
     order: list[Tensor] = []
     seen: set[int] = set()
     for root in roots:
@@ -421,7 +422,8 @@ def nodes_of(roots: Iterable[Tensor]) -> list[Tensor]:
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+            if descend is None or descend(node):
+                stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
     return order
 
 

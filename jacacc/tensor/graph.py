@@ -170,6 +170,17 @@ def local_partials(node: Tensor, depends: Callable[[Tensor], bool]) -> dict[int,
 
 
 # ---------------------------------------------------------------------------- the algebra
+def _memoized(cache: dict, operation: Callable[[Partial, Partial], tuple[Partial, int]],
+              a: Partial, b: Partial) -> tuple[Partial, int]:
+    """``operation(a, b)`` looked up by the operands' ids (the cache holds the operands, so their
+    ids cannot be reused while cached)."""
+    key = (id(a), id(b))
+    cached = cache.get(key)
+    if cached is None:
+        cached = cache[key] = (a, b, *operation(a, b))
+    return cached[2], cached[3]
+
+
 class FactorAlgebra:
     """The edge algebra of a tensor graph: factors on edges, einsums as products, FLOPs as costs.
 
@@ -189,26 +200,28 @@ class FactorAlgebra:
         #: next to one to :func:`~jacacc.tensor.linear.accumulate_by_sweeps`.
         self.lazy_sums = any(isinstance(p, LinearPartial) for p in self.factors.values())
         self._products: dict[tuple[int, int], tuple[Partial, Partial, Partial, int]] = {}
+        self._sums: dict[tuple[int, int], tuple[Partial, Partial, Partial, int]] = {}
 
     def copy(self) -> FactorAlgebra:
         """The same values and FLOPs so far, independent from here on (products cache shared)."""
         other = FactorAlgebra(self.factors)
         other.flops = self.flops
         other._products = self._products
+        other._sums = self._sums
         return other
 
     def _product(self, left: Partial, right: Partial) -> tuple[Partial, int]:
-        # the cache holds the operands, so their ids cannot be reused while cached
-        key = (id(left), id(right))
-        cached = self._products.get(key)
-        if cached is None:
-            cached = self._products[key] = (left, right, *chain(left, right))
-        return cached[2], cached[3]
+        return _memoized(self._products, chain, left, right)
+
+    def _sum(self, old: Partial, new: Partial) -> tuple[Partial, int]:
+        # an absorption priced by a heuristic's key is priced again at each refresh of that key
+        # (add_factors compares δ structures: a quarter of a millisecond), and then built
+        return _memoized(self._sums, add_partials, old, new)
 
     def multiply(self, target: Edge, left: Edge, right: Edge, *, new: bool) -> None:
         result, cost = self._product(self.factors[left], self.factors[right])
         if not new:
-            result, extra = add_partials(self.factors[target], result)
+            result, extra = self._sum(self.factors[target], result)
             cost += extra
         self.factors[target] = result
         self.flops += cost
@@ -219,7 +232,7 @@ class FactorAlgebra:
     def combine_cost(self, i: Hashable, j: Hashable, k: Hashable, *, new: bool) -> int:
         result, cost = self._product(self.factors[(j, k)], self.factors[(i, j)])
         if not new:
-            cost += add_partials(self.factors[(i, k)], result)[1]
+            cost += self._sum(self.factors[(i, k)], result)[1]
         return cost
 
     def max_order(self, i: Hashable, j: Hashable, k: Hashable) -> int:
