@@ -141,7 +141,8 @@ class Tensor:
 
     @property
     def is_zero(self) -> bool:
-        return self.kind == "const" and (self.param[0] == "zeros" or (self.shape == () and float(self.value) == 0.0))
+        return self.kind == "const" and (self.param[0] == "zeros" or (self.param[0] == "scalar" and
+                                                                       float(self.value) == 0.0))
 
     def __repr__(self) -> str:
         return f"Tensor({self.kind}, shape={self.shape}, {self.describe()})"
@@ -206,6 +207,14 @@ def const(value: Any) -> Tensor:
     return Tensor("const", array.shape, (), ("array", id(array)), array)
 
 
+def cancelled(shape: Sequence[int]) -> Tensor:
+    """Zero as the sum of nonzero constants (the partials 1 and −1 of ``x − x``): a number, not a
+    structural zero.  Products keep it, so an infinite partial met on the way gives NaN in every
+    elimination order, as IEEE arithmetic (and JAX) give ∞·(1 − 1); a structural zero would
+    annihilate the product in the orders that add first and not in those that multiply first."""
+    return _intern("const", tuple(shape), (), ("cancelled",), np.zeros(tuple(shape)))
+
+
 def ones(shape: Sequence[int]) -> Tensor:
     """The unit tensor of all ones (kept symbolic)."""
     return _intern("const", tuple(shape), (), ("ones",))
@@ -259,7 +268,7 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
     scalar = 1.0
     kept: list[tuple[str, Tensor]] = []
     for labels, op in zip(inputs, operands, strict=True):
-        if op.is_scalar_const():
+        if op.is_scalar_const() and op.param[0] != "cancelled":  # a cancelled zero multiplies as a number
             scalar *= float(op.value)
         else:
             kept.append((labels, op))
@@ -350,7 +359,8 @@ def add(*terms: Tensor) -> Tensor:
     if len(flat) == 1:
         return flat[0]
     if all(t.kind == "const" for t in flat) and math.prod(shape) <= FOLD_LIMIT:
-        return const(sum(t.value for t in flat))
+        total = sum(t.value for t in flat)
+        return cancelled(shape) if not np.any(total) else const(total)
     flat.sort(key=lambda t: t.serial)  # a sum is commutative: one node for any order of its terms
     return _intern("add", shape, tuple(flat), None)
 
@@ -848,7 +858,7 @@ def _const_text(node: Tensor) -> str:
         return f"{float(node._value):g}"
     if name == "ones":
         return "1"
-    if name == "zeros":
+    if name in ("zeros", "cancelled"):
         return "0"
     if name == "delta":
         return "δ"

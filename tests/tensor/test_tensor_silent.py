@@ -135,3 +135,42 @@ def test_integer_labels_and_a_boolean_mask_index_as_numpy_does():
     for mask in (np.array([True, False, True, True, False]), np.array([False, True, False, False, True])):
         _against_jax(lambda W, X, m: np.sum(np.tanh(X @ W)[m] ** 2),
                      lambda W, X, m: jnp.sum(jnp.tanh(X @ W)[m] ** 2), W, X, mask)
+
+
+# ---------------------------------------------------------------------------- cancellation past an infinity
+CANCELLING = {
+    # x₀ − x₀ has the partials 1 and −1: their sum is the number 0, and ∞·0 is NaN in every order
+    "log_of_a_difference": (lambda x, xp: xp.log(x[0] - x[0]) * x[1], [1.5, 2.0]),
+    "quotient_past_a_log": (lambda x, xp: x[1] * ((x[0] + x[1]) * (x[1] * x[0]) + x[1])
+                            + x[1] / (x[1] + xp.log(x[0] - x[0])), [800.0, -800.0]),
+    "underflowed_exp": (lambda x, xp: xp.log(xp.exp(x[0])) * xp.tanh(xp.exp(xp.log(x[1] - x[1]))), [-700.0, 1.0]),
+    "quotient_by_a_difference": (lambda x, xp: xp.tanh((xp.sin(x[0]) / (x[1] - x[1])) ** 2) / xp.sin(x[0]),
+                                 [-800.0, 2.0]),
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", sorted(CANCELLING))
+def test_a_cancelled_partial_meets_an_infinite_one_as_jax_does_in_every_order(name):
+    # a structural zero here gave NaN in the orders that multiply first and 0 in those that add first
+    f, x = CANCELLING[name]
+    x = np.array(x)
+    with np.errstate(all="ignore"):
+        want_grad = np.asarray(jax.grad(lambda x: f(x, jnp))(x))
+        want_hessian = np.asarray(jax.hessian(lambda x: f(x, jnp))(x))
+    for mode in (*MODES, "min_fill", "markowitz"):
+        np.testing.assert_array_equal(np.isnan(jt.grad(lambda x: f(x, np), mode=mode)(x)), np.isnan(want_grad),
+                                      err_msg=mode)
+        np.testing.assert_allclose(jt.grad(lambda x: f(x, np), mode=mode)(x), want_grad, rtol=1e-12, err_msg=mode)
+        np.testing.assert_array_equal(np.isnan(jt.hessian(lambda x: f(x, np), mode=mode)(x)),
+                                      np.isnan(want_hessian), err_msg=mode)
+
+
+def test_constants_that_cancel_are_a_number_not_a_structural_zero():
+    from jacacc.tensor.expr import add, const, einsum, var
+
+    zero = add(const(1.0), const(-1.0))
+    assert not zero.is_zero and float(zero.value) == 0.0
+    product = einsum(",i->i", zero, var("x", (3,)))
+    assert not product.is_zero  # ∞·0 must stay NaN when x is infinite
+    assert einsum(",i->i", const(0.0), var("x", (3,))).is_zero  # a written 0 still annihilates
