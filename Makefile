@@ -70,6 +70,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/iverson_recurrence.py
 	$(PY) experiments/long_sum.py
 	$(PY) experiments/outside.py
+	$(PY) experiments/loop_scaling.py
 	$(PY) experiments/fusion_threshold.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py

@@ -66,6 +66,12 @@ def _c_einsum() -> Callable[..., Any]:
     return np.einsum  # pragma: no cover - every NumPy from 1.21 on has one of the two
 
 
+#: the most multiply-adds (m·k·n) of a matrix product that OpenBLAS runs on one thread (its
+#: threshold is 65 536 × GEMM_MULTITHREAD_THRESHOLD, 4 by default): the pools cannot contend there,
+#: and ``a @ b`` costs 1 µs where :func:`scipy_matmul`'s wrapper costs 3 µs (a Kalman filter's
+#: derivative makes 34 products of 2 × 2 matrices per step)
+SINGLE_THREAD_GEMM = 65536
+
 # what the straight-line source calls for an einsum step (_c_einsum)
 EINSUM = _c_einsum()
 
@@ -171,7 +177,9 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
             operands = pairs[::-1] if swap else pairs
             a, b = (_folded(operand, term, perm, matrix, extent)
                     for (operand, term), perm, matrix in zip(operands, (pa, pb), (sa, sb), strict=True))
-            text = f"{src.matmul}({a}, {b})" if src.matmul else f"({a} @ {b})"
+            # a small product runs on one thread in either library: NumPy's ``@`` skips the wrapper
+            small = sa[0] * sa[1] * sb[1] <= SINGLE_THREAD_GEMM
+            text = f"{src.matmul}({a}, {b})" if src.matmul and not small else f"({a} @ {b})"
             if shape != (*sa[:-1], sb[-1]):
                 text = f"{text}.reshape({shape!r})"
             if final is not None:

@@ -670,3 +670,37 @@ def test_a_triangle_of_the_other_kind_is_refused(op, lower):
     with pytest.raises(ValueError, match=r"at batch index \(1,\)"):
         call(batch)
     call(np.diag([2.0, 3.0]))  # diagonal: either kind, accepted
+
+
+# ---------------------------------------------------------------------------- one small matrix: the lean path
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_lu_routines_on_one_matrix_give_the_batched_path_s_bits(n, dtype):
+    # a single C-contiguous matrix skips the batch machinery; a batch of one goes through it
+    rng = np.random.default_rng(n)
+    A = (rng.standard_normal((n, n)) + n * np.eye(n)).astype(dtype)
+    B = rng.standard_normal((n, 3)).astype(dtype)
+    A0, B0 = A.copy(), B.copy()
+    LU, piv = K.getrf(A)
+    LU1, piv1 = K.getrf(A[None])
+    np.testing.assert_array_equal(LU, LU1[0])
+    np.testing.assert_array_equal(piv, piv1[0])
+    assert piv.dtype == np.int32 and LU.flags.c_contiguous
+    for transpose in (False, True):
+        np.testing.assert_array_equal(K.getrs(LU, piv, B, transpose=transpose),
+                                      K.getrs(LU1, piv1, B[None], transpose=transpose)[0])
+    np.testing.assert_array_equal(K.getri(LU, piv), K.getri(LU1, piv1)[0])
+    np.testing.assert_allclose(K.getrs(LU, piv, B), np.linalg.solve(A, B), rtol=1e-4 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(A, A0)  # the inputs are left as they were
+    np.testing.assert_array_equal(B, B0)
+
+
+def test_lu_routines_on_one_matrix_refuse_as_the_batched_path_does():
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    LU, piv = K.getrf(singular)
+    with pytest.raises(K.SingularMatrixError, match=r"getrs: the matrix is singular"):
+        K.getrs(LU, piv, np.ones((2, 1)))
+    with pytest.raises(K.SingularMatrixError, match=r"getri: the matrix is singular"):
+        K.getri(LU, piv)
+    with pytest.raises(ValueError, match="getrf"):
+        K.getrf(np.array([[1.0, np.nan], [0.0, 1.0]]))

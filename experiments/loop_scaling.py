@@ -1,0 +1,172 @@
+"""Loops of small steps: a Kalman filter's derivatives at T = 10 … 1000 steps, jacacc.tensor against jax.jit.
+
+Issue 41 asks that planning and running a Python loop of small operations grow linearly with the
+number of steps.  The objective is the outside benchmark's Kalman filter
+(``experiments/outside.py``: a two-state constant-velocity model, its negative log-likelihood by
+the prediction-error decomposition, ``np.linalg.solve`` and ``slogdet`` at every step), its
+gradient and Hessian in the three parameters.
+
+Every sample is a fresh child process (:func:`jacacc.bench.fresh_child`: a new empty
+``JACACC_CACHE_DIR``, JAX's persistent cache off) that records
+
+* ``first_s``: the first call — trace, plan, compile what compiles, evaluate;
+* ``warm_s``: the best of the later calls (after eight warm-up calls);
+* for jacacc, ``nodes`` and ``flops``: the planned derivative expression's size (linear in T
+  when the plan is), from :func:`jacacc.tensor.derivative_expression`;
+* ``max_abs_error`` against JAX where both ran (float64).
+
+``jax`` is ``jax.jit(jax.grad / jax.hessian)`` on the same function written with ``jax.numpy``.
+A child past :data:`TIMEOUT_S` is recorded as timed out.
+
+    python experiments/loop_scaling.py                 # results/loop_scaling.json
+    python experiments/loop_scaling.py --quick --out /tmp/loops.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from jacacc.bench import fresh_child, load_average, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = "loop_scaling"
+STEPS = (10, 30, 100, 300, 1000)
+QUICK_STEPS = (5, 10)
+DERIVATIVES = ("grad", "hessian")
+LIBRARIES = ("jacacc", "jax")
+TIMEOUT_S = 900
+WARM_CALLS = 8
+
+CHILD_CODE = r'''
+import json, sys, time
+began = time.perf_counter()
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+import outside
+library, derivative, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+theta, ys = outside.kalman_args(steps, np.random.default_rng(0))
+result = {}
+if library == "jax":
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    data = [jnp.asarray(y) for y in ys]  # a list: JAX iterates an array of more than 100 rows by traced index
+    f = lambda t: outside.kalman_filter(t, data, jnp)
+    d = jax.jit(jax.grad(f) if derivative == "grad" else jax.hessian(f))
+    run = lambda: np.asarray(d(theta).block_until_ready())
+else:
+    import jacacc.tensor as jt
+    f = lambda t: outside.kalman_filter(t, ys)
+    d = jt.grad(f) if derivative == "grad" else jt.hessian(f)
+    run = lambda: d(theta)
+imported = time.perf_counter()
+start = time.perf_counter()
+value = run()
+result["first_s"] = time.perf_counter() - start
+result["import_s"] = imported - began
+for _ in range(''' + str(WARM_CALLS) + r'''):
+    run()
+best = float("inf")
+for _ in range(5):
+    calls, start = 0, time.perf_counter()
+    while True:
+        run()
+        calls += 1
+        if time.perf_counter() - start > 0.05:
+            break
+    best = min(best, (time.perf_counter() - start) / calls)
+result["warm_s"] = best
+if library == "jacacc":
+    expression = jt.derivative_expression(f, theta, order=1 if derivative == "grad" else 2)
+    from jacacc.tensor.expr import nodes_of
+    result["nodes"] = len(nodes_of([expression.expression]))
+    result["flops"] = expression.flops
+result["value"] = np.asarray(value).ravel().tolist()
+print(json.dumps(result))
+'''
+
+
+def measure(library: str, derivative: str, steps: int, timeout: float) -> dict[str, Any]:
+    """One fresh child's measurement of ``library``'s ``derivative`` of the filter over ``steps``."""
+    here = str(ROOT / "experiments")
+    row = fresh_child(CHILD_CODE, [library, derivative, str(steps), here], timeout, path=ROOT)
+    return {"library": library, "derivative": derivative, "steps": steps, **row}
+
+
+def compare(rows: list[dict[str, Any]]) -> None:
+    """Add ``max_abs_error`` (against JAX) and ``warm_ratio`` (JAX's warm time / jacacc's) to jacacc's rows."""
+    import numpy as np
+
+    jax_rows = {(r["derivative"], r["steps"]): r for r in rows if r["library"] == "jax" and r["status"] == "ok"}
+    for r in rows:
+        peer = jax_rows.get((r["derivative"], r["steps"]))
+        if r["library"] != "jacacc" or r["status"] != "ok" or peer is None:
+            continue
+        got, want = np.array(r["value"]), np.array(peer["value"])
+        r["max_abs_error"] = float(np.max(np.abs(got - want)))
+        r["relative_error"] = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300))
+        r["warm_ratio"] = peer["warm_s"] / r["warm_s"]
+        r["first_ratio"] = peer["first_s"] / r["first_s"]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| derivative | T | jacacc first | jacacc warm | nodes | JAX first | JAX warm | warm ratio |",
+             "|---|---|---|---|---|---|---|---|"]
+    jax_rows = {(r["derivative"], r["steps"]): r for r in rows if r["library"] == "jax"}
+
+    def seconds(r: dict[str, Any] | None, key: str) -> str:
+        if r is None:
+            return "—"
+        return f"{r[key]:.3g} s" if r.get("status") == "ok" else r.get("status", "—")
+
+    for r in rows:
+        if r["library"] != "jacacc":
+            continue
+        peer = jax_rows.get((r["derivative"], r["steps"]))
+        ratio = f"{r['warm_ratio']:.2f}×" if "warm_ratio" in r else "—"
+        lines.append(f"| {r['derivative']} | {r['steps']} | {seconds(r, 'first_s')} | {seconds(r, 'warm_s')} | "
+                     f"{r.get('nodes', '—')} | {seconds(peer, 'first_s')} | {seconds(peer, 'warm_s')} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"T in {QUICK_STEPS} only")
+    parser.add_argument("--steps", type=int, nargs="+", help="the numbers of steps (default: %(default)s)")
+    parser.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per child")
+    parser.add_argument("--out", default=str(ROOT / "results" / f"{EXPERIMENT}.json"))
+    args = parser.parse_args(argv)
+    steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
+    load_before = load_average()
+    rows = []
+    for derivative in DERIVATIVES:
+        for library in args.libraries:
+            timed_out = False
+            for t in steps:
+                if timed_out:  # a longer loop would time out too
+                    rows.append({"library": library, "derivative": derivative, "steps": t, "status": "skipped"})
+                    continue
+                row = measure(library, derivative, t, args.timeout)
+                timed_out = row["status"] != "ok"
+                rows.append(row)
+                print(f"{library:7s} {derivative:8s} T={t:5d} {row['status']:9s} "
+                      f"first {row.get('first_s', float('nan')):8.3f} s  warm {row.get('warm_s', float('nan')):.3g} s",
+                      flush=True)
+    compare(rows)
+    for r in rows:
+        r.pop("value", None)
+    write_record(args.out, EXPERIMENT, rows, seed=0,
+                 parameters={"steps": list(steps), "timeout_s": args.timeout, "warm_calls": WARM_CALLS,
+                             "load_average_before": load_before, "load_average_after": load_average(),
+                             "cpu_count": os.cpu_count()})
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
