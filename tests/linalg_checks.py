@@ -59,3 +59,16 @@ def check_against_torch(case, torch, value_rtol=1e-12, grad_rtol=1e-9):
             np.testing.assert_allclose(got, sym(got), atol=1e-12)
             want = sym(want)
         np.testing.assert_allclose(got, want, rtol=grad_rtol, atol=1e-10)
+
+
+def check_matrix_valued_against_jax(f, A, reference, mode, close):
+    """``jt.jacobian``, ``jt.jvp`` and ``jt.vjp`` of a matrix-valued ``f`` in ``mode`` against JAX's
+    ``(tangent, cotangent, jacobian, value, pushed, pulled)`` at ``A`` (``close(got, want, rtol=…, what=…)``)."""
+    tangent, cotangent, jacobian, value, pushed, pulled = reference
+    close(jt.jacobian(f, mode=mode)(A), jacobian, what="jacobian")
+    got_value, got_pushed = jt.jvp(f, (A,), (tangent,), mode=mode)
+    close(got_value, value, rtol=1e-12, what="jvp value")
+    close(got_pushed, pushed, what="jvp")
+    got_value, pullback = jt.vjp(f, A, mode=mode)
+    close(got_value, value, rtol=1e-12, what="vjp value")
+    close(pullback(cotangent)[0], pulled, what="vjp")

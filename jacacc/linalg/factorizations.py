@@ -315,6 +315,14 @@ def eigengap_threshold(lam: np.ndarray) -> np.ndarray:
 
 def _eigengaps_forward(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The mask of unclamped pairs and the clamped denominators (see :func:`eigengaps`); warns when clamping."""
+    return clamped_gaps(lam, "syevd: (near-)repeated eigenvalues", "", "eigenvectors")
+
+
+def clamped_gaps(lam: np.ndarray, subject: str, gap_name: str, vectors: str) -> tuple[np.ndarray, np.ndarray]:
+    """For ascending ``lam`` (a batch of them): the mask of the pairs whose gap ``λ_i − λ_j`` is at least
+    :func:`eigengap_threshold`, and the denominators with the others clamped to ±that threshold
+    (paper 004 §4.4); a :class:`RuntimeWarning` (``subject``, ``gap_name``, ``vectors`` name what
+    was clamped) where any is.  The SVD's gaps ``s_j² − s_i²`` are those of ``λ = −s²``."""
     lam = np.asarray(lam)
     n = lam.shape[-1]
     threshold = eigengap_threshold(lam)
@@ -339,10 +347,10 @@ def _eigengaps_forward(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         gap = float(np.min(np.where(small, np.abs(diff), np.inf)))
         where = f" at batch index {index}" if index else ""
         warnings.warn(
-            f"syevd: (near-)repeated eigenvalues{where} (smallest gap {gap:.3g} below the threshold "
-            f"{float(np.max(eps)):.3g}): the derivative of the eigenvectors is undefined there; the eigengap "
-            "clamp of paper 004 §4.4 was applied, so this derivative is approximate",
-            RuntimeWarning, stacklevel=4)
+            f"{subject}{where} (smallest gap {gap_name}{gap:.3g} below the threshold {float(np.max(eps)):.3g}): the "
+            f"derivative of the {vectors} is undefined there; the eigengap clamp of paper 004 §4.4 was applied, so "
+            "this derivative is approximate",
+            RuntimeWarning, stacklevel=5)
     return keep.astype(lam.dtype), clamped.astype(lam.dtype)
 
 

@@ -15,12 +15,20 @@ NumPy                   operators
 ``det(a)``              ``sign · exp(logabsdet)`` of ``slogdet``
 ``cholesky(a)``         ``potrf`` (``upper=True``: the upper factor)
 ``eigh(a, UPLO)``       ``syevd`` (``eigenvalues``, ``eigenvectors`` = Uᵀ); ``eigvalsh``
-``norm(x, ord, axis)``  einsums, ``abs``, ``sqrt``, ``pow`` and a max/min weighting
+``svd(a, ...)``         ``gesdd`` (thin SVD: ``U``, ``S``, ``Vh``); ``compute_uv=False`` and
+                        ``svdvals`` (NumPy ≥ 2): its singular values alone
+``qr(a, mode)``         ``qr`` (``Q``, ``R``; ``mode='r'``: ``R``); a wide ``a`` as
+                        ``qr`` of its leading square block and ``Qᵀ`` times the rest
+``pinv(a, rcond)``      ``pinv`` (NumPy's SVD with its cutoff; Golub–Pereyra derivative)
+``norm(x, ord, axis)``  einsums, ``abs``, ``sqrt``, ``pow`` and a max/min weighting;
+                        ``ord=2``, ``-2``, ``'nuc'`` of a matrix: of ``gesdd``'s singular values
 ``vector_norm``,        the same (NumPy ≥ 2's array-API spellings)
 ``matrix_norm``
 ======================  ================================================================
 
-A matrix argument is ``(..., n, n)``: leading axes are a batch, as in NumPy;
+The operators ``gesdd``, ``qr`` and ``pinv`` are those of :mod:`jacacc.linalg.svd`.
+A matrix argument is ``(..., n, n)`` (``(..., m, n)`` for ``svd``, ``qr``, ``pinv``
+and the norms): leading axes are a batch, as in NumPy;
 ``solve`` broadcasts the batch axes of ``a`` and ``b`` (``b`` is a vector when
 ``b.ndim == 1`` — NumPy 2's rule — else a stack of ``n × k`` matrices).
 
@@ -51,6 +59,26 @@ Conventions (where NumPy defines only a value, the derivative follows JAX's
   NumPy's ``(0, -inf)`` and ``det`` returns 0, but their derivatives
   (``A⁻ᵀ``, ``det·A⁻ᵀ``) need the inverse and are refused the same way
   (JAX returns inf/nan for ``slogdet``'s and the adjugate for ``det``'s).
+* **Singular vectors and QR factors** (``svd``, ``qr``) are unique only up to signs;
+  jacacc fixes them (``jacacc.linalg.svd``): each column of ``U`` has its
+  largest-magnitude entry positive (``Vh``'s rows follow), and ``R`` has a
+  non-negative diagonal (``Q``'s columns follow).  NumPy's (LAPACK's) signs may
+  differ column by column; ``U·diag(S)·Vh``, ``Q·R``, ``|U|`` and every
+  sign-invariant function agree.  The derivatives are JAX's, which are those of the
+  sign-normalized factors.  Thin factors only: ``svd`` with ``full_matrices=True``
+  (NumPy's default) of a non-square matrix, ``qr`` with ``mode='complete'`` of a tall
+  one (their extra columns are not unique) and ``mode='raw'`` are refused in one
+  line, as is ``hermitian=True``.  **Repeated singular values**: the singular-vector
+  derivative (``F_ij = 1/(s_j² − s_i²)``) is clamped with a ``RuntimeWarning``, as
+  ``eigh``'s; a first derivative of the singular values alone (``compute_uv=False``,
+  ``svdvals``, ``ord='nuc'``) never involves the gaps.  For non-square input the
+  singular vectors' derivative also divides by each singular value (inf/nan at a zero
+  one, as JAX's).  ``qr``'s derivative needs ``a`` of full column rank (``R⁻¹``).
+* **Pseudo-inverse.**  ``pinv``'s value is NumPy's (the same default ``rcond=1e-15``,
+  NumPy 2's ``rtol``); its derivative is JAX's Golub–Pereyra formula in the computed
+  ``P``, exact where ``a`` has full rank (repeated singular values included).  The
+  rank the cutoff finds is a locally constant choice: where it cuts singular values
+  off, the derivative is the one along perturbations that keep that rank.
 * **The sign** of ``slogdet`` is locally constant: its derivative is zero.
 * **Norms.**  ``ord=None``/``2`` of a vector and ``'fro'`` of a matrix are
   ``sqrt(Σ x²)`` (at ``x = 0`` the derivative is nan, as JAX's); ``ord=1`` is
@@ -58,12 +86,12 @@ Conventions (where NumPy defines only a value, the derivative follows JAX's
   (and a matrix's ``±1``/``±inf``) take the largest/smallest entry of ``|x|``
   (of the column/row sums), whose derivative on a tie is shared equally among
   the tied entries — JAX's rule for ``max``.  Other ``p`` give
-  ``(Σ|x|^p)^(1/p)``.  ``ord=2``, ``-2`` and ``'nuc'`` of a matrix need its
-  singular values (an SVD, which ``jacacc.linalg`` does not have) and
-  ``ord=0`` counts nonzeros: refused by name.
+  ``(Σ|x|^p)^(1/p)``.  ``ord=2`` and ``-2`` of a matrix are the largest and smallest
+  singular value (on a tie the derivative is shared, as JAX's ``max``), ``'nuc'``
+  their sum; ``ord=0`` counts nonzeros: refused by name.
 
-Functions not registered here (``svd``, ``qr``, ``eig``, ``pinv``, ``lstsq``,
-``matrix_power``, …) are refused by the tracer with
+Functions not registered here (``eig``, ``eigvals``, ``lstsq``, ``matrix_power``,
+``matrix_rank``, …) are refused by the tracer with
 ``np.linalg.<name> is not supported by jacacc.tensor``.
 
 Examples
@@ -99,11 +127,14 @@ from jacacc.tensor.expr import Tensor, index_letters
 from jacacc.tensor.operators import apply_operator
 from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, register_function
 
-__all__ = ["EighResult", "SlogdetResult"]
+__all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult"]
 
-#: what ``np.linalg.slogdet`` / ``eigh`` return, with NumPy 2's field names (plain tuples unpack the same way)
+#: what ``np.linalg.slogdet`` / ``eigh`` / ``svd`` / ``qr`` return, with NumPy 2's field names (plain
+#: tuples unpack the same way)
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
 
 
 def _square(name: str, argument: str, node: Tensor) -> None:
@@ -111,6 +142,12 @@ def _square(name: str, argument: str, node: Tensor) -> None:
     if node.ndim < 2 or node.shape[-1] != node.shape[-2]:
         raise TraceError(f"{name}: {argument} must be a square matrix or a stack of them (last two axes "
                          f"equal), got shape {node.shape}")
+
+
+def _matrices(name: str, argument: str, node: Tensor) -> None:
+    """Refuse anything but a matrix or a stack of them, in one line naming the NumPy function."""
+    if node.ndim < 2:
+        raise TraceError(f"{name}: {argument} must be a matrix or a stack of them (ndim >= 2), got shape {node.shape}")
 
 
 def _transposed(node: Tensor) -> Tensor:
@@ -212,6 +249,97 @@ def _eigvalsh(a: Any, UPLO: str = "L") -> Traced:  # noqa: N803 - NumPy's name
     return Traced(lam)
 
 
+# ---------------------------------------------------------------------------- svd, svdvals, qr, pinv
+def _refuse_hermitian(name: str, hermitian: Any) -> None:
+    # NumPy's hermitian=True reads one triangle and returns |eigenvalues| with eigenvectors:
+    # other values and signs than the general path for a non-symmetric a
+    if hermitian:
+        raise UnsupportedOperationError(f"{name} with hermitian=True is not supported by jacacc.tensor; use "
+                                        "hermitian=False (the same singular values for a symmetric a)")
+
+
+@register_function(np.linalg.svd)
+def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
+    from jacacc.linalg.svd import gesdd
+
+    name = "np.linalg.svd"
+    A = _node(a)
+    _matrices(name, "a", A)
+    _refuse_hermitian(name, hermitian)
+    m, n = A.shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        # the last |m − n| columns of U (rows of Vh) are any orthonormal completion: not a function of a
+        raise UnsupportedOperationError(f"{name} with full_matrices=True of a non-square matrix (shape {A.shape}) "
+                                        "is not supported by jacacc.tensor (its extra singular vectors are not "
+                                        "unique); pass full_matrices=False")
+    U, s, Vh = gesdd(A)
+    if not compute_uv:
+        return Traced(s)
+    return SVDResult(Traced(U), Traced(s), Traced(Vh))
+
+
+if hasattr(np.linalg, "svdvals"):  # NumPy >= 2
+    @register_function(np.linalg.svdvals)
+    def _svdvals(x: Any) -> Traced:
+        from jacacc.linalg.svd import gesdd
+
+        X = _node(x)
+        _matrices("np.linalg.svdvals", "x", X)
+        return Traced(gesdd(X)[1])
+
+
+@register_function(np.linalg.qr)
+def _qr(a: Any, mode: str = "reduced") -> Any:
+    from jacacc.linalg.svd import qr
+
+    name = "np.linalg.qr"
+    A = _node(a)
+    _matrices(name, "a", A)
+    m, n = A.shape[-2:]
+    if mode == "raw":
+        raise UnsupportedOperationError(f"{name} with mode='raw' (LAPACK's Householder reflectors) is not supported "
+                                        "by jacacc.tensor; use mode='reduced'")
+    if mode == "complete" and m > n:
+        # the last m − n columns of Q are any orthonormal completion: not a function of a
+        raise UnsupportedOperationError(f"{name} with mode='complete' of a tall matrix (shape {A.shape}) is not "
+                                        "supported by jacacc.tensor (the last m - n columns of Q are not unique); "
+                                        "use mode='reduced'")
+    if mode not in ("reduced", "complete", "r"):
+        raise TraceError(f"{name}: unrecognized mode {mode!r}; use 'reduced', 'complete', 'r' or 'raw'")
+    Q, R = qr(A)
+    return Traced(R) if mode == "r" else QRResult(Traced(Q), Traced(R))
+
+
+_UNSET = object()
+
+
+@register_function(np.linalg.pinv)
+def _pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = _UNSET) -> Traced:
+    from jacacc.linalg.svd import pinv
+
+    name = "np.linalg.pinv"
+    A = _node(a)
+    _matrices(name, "a", A)
+    _refuse_hermitian(name, hermitian)
+    # NumPy 2's cutoff: rcond (default 1e-15), or rtol (None: max(m, n)·eps of the dtype), not both
+    if rcond is not None and rtol is not _UNSET:
+        raise TraceError(f"{name}: rtol and rcond cannot both be set")
+    if rcond is None:
+        if rtol is _UNSET:
+            rcond = 1e-15
+        elif rtol is None:
+            dtype = a.dtype if isinstance(a, Traced) else np.dtype(np.float64)
+            rcond = max(A.shape[-2:]) * float(np.finfo(dtype).eps)
+        else:
+            rcond = rtol
+    if isinstance(rcond, np.ndarray) and rcond.ndim == 0:
+        rcond = rcond.item()
+    if isinstance(rcond, bool) or not isinstance(rcond, numbers.Real):
+        raise TraceError(f"{name}: the cutoff (rcond or rtol) must be a real number (one for every matrix), "
+                         f"got {rcond!r}")
+    return Traced(pinv(A, rcond=float(rcond)))
+
+
 # ---------------------------------------------------------------------------- norms
 def _reduce(node: Tensor, axes: tuple[int, ...], weights: Tensor | None = None) -> Tensor:
     """Σ over ``axes`` of ``node`` (of ``weights ∘ node``)."""
@@ -258,9 +386,19 @@ def _matrix_norm(name: str, x: Tensor, axes: tuple[int, int], ord: Any) -> Tenso
     row, col = axes
     if ord is None or ord == "fro":
         return _root_sum_of_squares(x, axes)
-    if ord == "nuc" or _is(ord, 2.0) or _is(ord, -2.0):
-        raise UnsupportedOperationError(f"{name} with ord={ord!r} of a matrix needs its singular values "
-                                        "(np.linalg.svd), which jacacc.tensor does not support")
+    if (isinstance(ord, str) and ord == "nuc") or _is(ord, 2.0) or _is(ord, -2.0):
+        from jacacc.linalg.svd import gesdd
+
+        # the singular values of the matrices on (row, col), the other axes kept in order in front
+        s = index_letters(x.ndim)
+        kept = "".join(c for k, c in enumerate(s) if k not in axes)
+        moved = E.einsum(f"{s}->{kept}{s[row]}{s[col]}", x)
+        values = gesdd(moved)[1]
+        last = (values.ndim - 1,)
+        if ord == "nuc":
+            return _reduce(values, last)
+        # the largest (smallest) singular value, a tie shared equally as JAX's max (min) of them
+        return _extremum(values, last, minimum=float(ord) < 0)
     for value, summed, over in ((1.0, row, col), (math.inf, col, row)):
         if _is(ord, value) or _is(ord, -value):
             # the largest (smallest) column sum (ord ±1) or row sum (ord ±inf) of |x|
