@@ -519,7 +519,8 @@ def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: i
 
     Returns ``run(X, V, J)`` (C-contiguous ``dtype`` arrays of shapes ``(N, n_inputs)``, ``(N, m)``
     and ``(N, len(outputs) − m)``: the first ``m`` results go to ``V``, the rest to ``J``) with
-    ``run.build()`` (compile or load the interpreter; seconds).
+    ``run.build()`` (compile or load the interpreter; seconds) and ``run.on_this_thread(X, V, J)``
+    (the same on the calling thread, without the thread pool's bookkeeping: a call of a few points).
     """
     module = _numba_module(bool(fastmath), table_operations(table))
     kind = np.dtype(dtype)
@@ -542,7 +543,11 @@ def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: i
         run_blocks(lambda first, last: module.table_kernel(X, V, J, *args, first, last), X.shape[0], block,
                    work_per_point)
 
+    def on_this_thread(X: np.ndarray, V: np.ndarray, J: np.ndarray) -> None:
+        module.table_kernel(X, V, J, *args, 0, X.shape[0])
+
     run.build = build  # type: ignore[attr-defined]
+    run.on_this_thread = on_this_thread  # type: ignore[attr-defined]  # one point: no thread pool to ask
     return run
 
 

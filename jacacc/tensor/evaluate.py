@@ -30,7 +30,7 @@ import numpy as np
 
 from jacacc import ops
 from jacacc.errors import UnsupportedOperationError
-from jacacc.tensor import fusion
+from jacacc.tensor import fusion, scalarize
 from jacacc.tensor.allocator import keep_freed_memory
 from jacacc.tensor.expr import (
     OPERATORS,
@@ -334,6 +334,9 @@ class Program:
         # as a copy: the program's own array would let a caller's write change later calls
         self._copied_outputs = {k for k in self._output_slots if k in self._constants}
         self._straight_line: Any = None  # compiled on the first NumPy call
+        self._numpy_calls = 0
+        #: the scalar tier (:mod:`jacacc.tensor.scalarize`): None until tried, False where declined
+        self._scalar: Any = None
 
     @staticmethod
     def _diagonals(expansion: Any, shape: tuple[int, ...]) -> Diagonals:
@@ -429,10 +432,26 @@ class Program:
         return self.interpret(array_module(arrays), arrays)
 
     def _numpy(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        if self._scalar:
+            results = self._scalar(*arrays)
+            # a written-out LU meets a singular matrix as ∞/NaN: LAPACK's steps raise NumPy's error
+            if self._scalar.factorized and not all(np.isfinite(r).all() for r in results):
+                return self._straight_line(*arrays)
+            return results
         if self._straight_line is None:
             keep_freed_memory()  # once per process: temporaries are not faulted in afresh every call
             self._straight_line = compile_program(self)
+        self._numpy_calls += 1
+        if self._scalar is None and self._numpy_calls > scalarize.SCALAR_AFTER:
+            self._scalar = scalarize.faster_table(self, arrays)
+            if self._scalar:
+                return self._scalar(*arrays)
         return self._straight_line(*arrays)
+
+    @property
+    def scalar_tier(self) -> bool:
+        """Whether calls on NumPy arrays run as a scalar instruction table (:mod:`jacacc.tensor.scalarize`)."""
+        return bool(self._scalar)
 
     def interpret(self, xp: Any, arrays: Sequence[Any]) -> list[Any]:
         """The steps run one by one on the arrays of ``xp`` (NumPy or CuPy): what the

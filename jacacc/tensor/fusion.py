@@ -167,14 +167,19 @@ __all__ = ["COMPILE_AFTER", "COMPILE_BUDGET", "CompileBudget", "CUDA_ENABLED", "
 ENABLED = os.environ.get("JACACC_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _compile_after(text: str | None) -> int:
+def call_count_setting(name: str, text: str | None, default: int) -> int:
+    """The environment setting ``name`` (its text, ``None`` where unset) as a count of calls >= 0."""
     try:
-        value = int(text) if text is not None else 2
+        value = int(text) if text is not None else default
     except ValueError:
-        raise ValueError(f"JACACC_COMPILE_AFTER must be an integer >= 0, got {text!r}") from None
+        raise ValueError(f"{name} must be an integer >= 0, got {text!r}") from None
     if value < 0:
-        raise ValueError(f"JACACC_COMPILE_AFTER must be an integer >= 0, got {text!r}")
+        raise ValueError(f"{name} must be an integer >= 0, got {text!r}")
     return value
+
+
+def _compile_after(text: str | None) -> int:
+    return call_count_setting("JACACC_COMPILE_AFTER", text, 2)
 
 
 #: calls of a region that run node by node before its kernel is compiled (``JACACC_COMPILE_AFTER`` in

@@ -110,7 +110,8 @@ def test_programs_calling_scipy_lapack_multiply_through_scipy_blas():
     so one OpenBLAS thread pool runs the program; a program of NumPy steps only keeps ``@``."""
     from jacacc.tensor.evaluate import Program
 
-    A, ct = _spd(6), np.tril(RNG.normal(size=(6, 6)))
+    # 48 × 48: products above OpenBLAS's one-thread size (smaller ones are NumPy's @ in any program)
+    A, ct = _spd(48), np.tril(RNG.normal(size=(48, 48)))
     _, pullback = jt.vjp(lambda A: linalg.potrf(A), A)
     (got,) = pullback(ct)
     # the pullback's program, from the closure jt.vjp returns

@@ -1,0 +1,173 @@
+"""The scalar tier (jacacc.tensor.scalarize): small programs written out entry by entry and run as an
+instruction table give the NumPy program's results, keep the tensor level's zeros apart, and are
+refused by name where they cannot be written out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+from jacacc.errors import UnsupportedOperationError
+from jacacc.tensor import scalarize
+from jacacc.tensor.api import _derive
+from jacacc.tensor.evaluate import Program
+from jacacc.tensor.expr import cancelled, einsum, unary, var
+from jacacc.tensor.trace import trace
+
+pytest.importorskip("numba")
+
+
+def wood(x):
+    f = np.array([10 * (x[1] - x[0] ** 2), 1 - x[0], np.sqrt(90) * (x[3] - x[2] ** 2), 1 - x[2],
+                  np.sqrt(10) * (x[1] + x[3] - 2), (x[1] - x[3]) / np.sqrt(10)])
+    return np.sum(f ** 2)
+
+
+def shifted_slices(x):
+    # a stencil by slices, a concatenation, a pad and a running sum: entries moved, never computed
+    y = np.concatenate([x[1:] - x[:-1], np.pad(x[:2], 1)])
+    return np.sum(np.tanh(y) ** 2) + np.sum(np.cumsum(x) * x[::-1])
+
+
+def powers(x):
+    return np.sum(np.abs(x) ** x[::-1]) + np.maximum(x[0], x[1]) * x[2]
+
+
+FUNCTIONS = {"wood": wood, "shifted_slices": shifted_slices, "powers": powers}
+POINT = np.array([0.7, -1.3, 0.4, 1.1])
+
+
+def derivative_program(f, x, order, dtype=np.float64):
+    traced = trace(f, [x])
+    return Program([_derive(traced, 0, order, "cross_country").expression], traced.inputs, dtype)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_the_table_gives_the_numpy_program_s_derivatives(name, order):
+    program = derivative_program(FUNCTIONS[name], POINT, order)
+    (want,) = program(POINT)
+    table = scalarize.scalar_program(program.outputs, program.inputs)
+    (got,) = table(POINT)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    (checked,) = table.reference(POINT)  # NumPy's interpreter of the same table
+    np.testing.assert_allclose(checked, want, rtol=1e-12, atol=1e-14)
+
+
+def test_float32_programs_run_in_float32():
+    x = POINT.astype(np.float32)
+    program = derivative_program(wood, x, 1, np.float32)
+    (want,) = program(x)
+    (got,) = scalarize.scalar_program(program.outputs, program.inputs, np.float32)(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_structural_zeros_make_no_instruction_and_cancelled_zeros_multiply():
+    A, x = var("A", (3, 3)), var("x", (3,))
+    # A ∘ δ reads the diagonal only: three products and two sums per entry of A's diagonal times x
+    diagonal = scalarize.scalar_program([einsum("ii,i->i", A, x)], [A, x])
+    assert diagonal.table.n_instructions == 3
+    s = var("s", ())
+    y = einsum(",->", cancelled(()), unary("log", s))  # 0 · log(0): NaN, as NumPy gives it
+    (value,) = scalarize.scalar_program([y], [s])(np.array(0.0))
+    assert np.isnan(value)
+
+
+def test_programs_it_cannot_write_out_are_refused_by_name():
+    def through_sort(a):
+        return np.sum(np.sort(a) * np.arange(3.0))
+
+    program = derivative_program(through_sort, np.array([1.0, 3.0, 2.0]), 1)
+    with pytest.raises(UnsupportedOperationError, match="general function argsort"):
+        scalarize.scalar_program(program.outputs, program.inputs)
+    n = scalarize.SMALL_FACTORIZATION + 1
+    program = derivative_program(lambda a: np.linalg.slogdet(np.outer(a, a) + np.eye(n))[1], np.ones(n), 1)
+    with pytest.raises(UnsupportedOperationError, match="LU factorizations of at most"):
+        scalarize.scalar_program(program.outputs, program.inputs)
+    big = var("B", (300, 300))
+    with pytest.raises(UnsupportedOperationError, match="at most"):
+        scalarize.scalar_program([einsum("ij,jk->ik", big, big)], [big])
+
+
+def test_a_program_switches_to_the_table_after_its_calls_and_keeps_its_results(monkeypatch):
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 2)
+    monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))  # kept whatever the timing
+    program = derivative_program(shifted_slices, POINT, 2)
+    first = [program(POINT)[0] for _ in range(2)]
+    assert not program.scalar_tier
+    later = [program(POINT + k)[0] for k in range(3)]
+    assert program.scalar_tier
+    np.testing.assert_allclose(later[0], first[0], rtol=1e-12)
+    np.testing.assert_allclose(later[2], derivative_program(shifted_slices, POINT + 2, 2)(POINT + 2)[0], rtol=1e-12)
+
+
+def test_a_slower_table_is_not_kept(monkeypatch):
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 0)
+    monkeypatch.setattr(scalarize, "KEEP_BELOW", 0.0)
+    program = derivative_program(wood, POINT, 1)
+    for _ in range(3):
+        program(POINT)
+    assert not program.scalar_tier
+
+
+def test_grad_through_the_tier_matches_without_it(monkeypatch):
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 1)
+    monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))
+    g = jt.grad(wood)
+    values = [g(POINT + 0.1 * k) for k in range(4)]
+    monkeypatch.setattr(scalarize, "ENABLED", False)
+    g_plain = jt.grad(lambda x: wood(x))
+    for k, v in enumerate(values):
+        np.testing.assert_allclose(v, g_plain(POINT + 0.1 * k), rtol=1e-12)
+
+
+@pytest.mark.parametrize("text", ["-1", "soon"])
+def test_the_call_count_setting_is_checked(text):
+    with pytest.raises(ValueError, match="JACACC_SCALAR_AFTER"):
+        scalarize._calls_before(text)
+
+
+# ---------------------------------------------------------------------------- small solves written out
+def kalman_like(theta, ys):
+    """A filter-like loop: a 2 × 2 covariance through solve, inv and slogdet at every step."""
+    F = np.array([[1.0, 0.1], [0.0, theta[2]]])
+    P, total = np.eye(2), 0.0
+    for y in ys:
+        P = F @ P @ F.T + np.exp(theta[0]) * np.eye(2)
+        S = P + np.exp(theta[1]) * np.eye(2)
+        total = total + y @ np.linalg.solve(S, y) + np.linalg.slogdet(S)[1] + np.sum(np.linalg.inv(S))
+        P = P - P @ np.linalg.solve(S, P)
+    return total
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_solves_inverses_and_log_determinants_are_written_out_with_pivoting(order):
+    ys = np.random.default_rng(3).standard_normal((4, 2))
+    theta = np.array([-0.5, -1.0, 0.8])
+    program = derivative_program(lambda t: kalman_like(t, ys), theta, order)
+    table = scalarize.scalar_program(program.outputs, program.inputs)
+    assert table.factorized
+    np.testing.assert_allclose(table(theta)[0], program(theta)[0], rtol=1e-10)
+    # a matrix whose first pivot is tiny: partial pivoting swaps the rows, as LAPACK does
+    A = var("A", (3, 3))
+    from jacacc.linalg.factorizations import gesv, slogdet
+
+    B = np.array([[1e-12, 2.0, 1.0], [3.0, -1.0, 0.5], [0.5, 4.0, -2.0]])
+    solved = scalarize.scalar_program([gesv(A, A), *slogdet(A)], [A])(B)
+    np.testing.assert_allclose(solved[0], np.eye(3), atol=1e-12)
+    assert solved[1] == np.sign(np.linalg.det(B))
+    np.testing.assert_allclose(solved[2], np.log(abs(np.linalg.det(B))), rtol=1e-12)
+
+
+def test_a_singular_matrix_after_the_switch_raises_numpy_s_error(monkeypatch):
+    from jacacc.linalg.routines import SingularMatrixError
+
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 0)
+    monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))
+    g = jt.grad(lambda a: np.sum(np.linalg.solve(np.diag(a) + a[0] * np.ones((2, 2)), a)))
+    for k in range(3):
+        g(np.array([1.0 + k, 2.0]))
+    with pytest.raises(SingularMatrixError):
+        g(np.array([0.0, 0.0]))
