@@ -23,6 +23,7 @@ call): Numba's on NumPy arrays, the same region's CUDA kernel on CuPy arrays.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -335,6 +336,7 @@ class Program:
         self._copied_outputs = {k for k in self._output_slots if k in self._constants}
         self._straight_line: Any = None  # compiled on the first NumPy call
         self._numpy_calls = 0
+        self._numpy_seconds = 0.0  # spent in NumPy calls: the scalar tier is tried once it would pay off
         #: the scalar tier (:mod:`jacacc.tensor.scalarize`): None until tried, False where declined
         self._scalar: Any = None
 
@@ -442,11 +444,15 @@ class Program:
             keep_freed_memory()  # once per process: temporaries are not faulted in afresh every call
             self._straight_line = compile_program(self)
         self._numpy_calls += 1
-        if self._scalar is None and self._numpy_calls > scalarize.SCALAR_AFTER:
+        if self._scalar is None and self._numpy_calls > scalarize.SCALAR_AFTER \
+                and self._numpy_seconds >= scalarize.time_before_trying(self):
             self._scalar = scalarize.faster_table(self, arrays)
             if self._scalar:
                 return self._scalar(*arrays)
-        return self._straight_line(*arrays)
+        start = time.perf_counter()
+        results = self._straight_line(*arrays)
+        self._numpy_seconds += time.perf_counter() - start
+        return results
 
     @property
     def scalar_tier(self) -> bool:

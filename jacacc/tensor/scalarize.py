@@ -54,8 +54,8 @@ from jacacc.errors import UnsupportedOperationError
 from jacacc.partials import Apply, Const, Expr, Var
 from jacacc.tensor.expr import OPERATORS, Tensor, flops_of, nodes_of
 
-__all__ = ["ENABLED", "KEEP_BELOW", "MAX_INSTRUCTIONS", "SCALAR_AFTER", "STRUCTURAL_OPERATORS", "ScalarProgram",
-           "faster_table", "scalar_program"]
+__all__ = ["ENABLED", "KEEP_BELOW", "MAX_INSTRUCTIONS", "SCALAR_AFTER", "STRUCTURAL_OPERATORS", "TRY_AFTER_SECONDS",
+           "WRITE_SECONDS_PER_OPERATION", "ScalarProgram", "faster_table", "scalar_program", "time_before_trying"]
 
 def _calls_before(text: str | None) -> int:
     from jacacc.tensor.fusion import call_count_setting
@@ -68,6 +68,12 @@ def _calls_before(text: str | None) -> int:
 SCALAR_AFTER = _calls_before(os.environ.get("JACACC_SCALAR_AFTER"))
 #: whether programs try the tier at all (``JACACC_SCALAR=0`` turns it off)
 ENABLED = os.environ.get("JACACC_SCALAR", "1") != "0"
+#: the NumPy time a program spends before the tier is tried: at least :data:`TRY_AFTER_SECONDS`, and at
+#: least what writing its table costs (:data:`WRITE_SECONDS_PER_OPERATION` per FLOP, measured: a Kalman
+#: gradient of 37 000 operations took 1.1 s), as a tracing JIT compiles code once it has run long
+#: enough to pay for it; a program differentiated a few times (a test) never writes one
+TRY_AFTER_SECONDS = 0.05
+WRITE_SECONDS_PER_OPERATION = 30e-6
 #: the tier is kept when its call takes at most this share of the NumPy program's
 KEEP_BELOW = 0.8
 #: the most scalar operations (the program's FLOPs) written out as a table: past it the table's
@@ -464,6 +470,16 @@ def _agree(got: Sequence[np.ndarray], want: Sequence[Any], dtype: np.dtype) -> b
     rtol = 1e-4 if dtype == np.float32 else 1e-9
     return all(np.shape(g) == np.shape(w) and np.allclose(g, w, rtol=rtol, atol=rtol * 1e-3, equal_nan=True)
                for g, w in zip(got, want, strict=True))
+
+
+def time_before_trying(program: Any) -> float:
+    """Seconds of NumPy calls after which ``program`` tries the tier (infinite past :data:`MAX_INSTRUCTIONS`)."""
+    threshold = getattr(program, "_scalar_threshold", None)
+    if threshold is None:
+        flops = flops_of(list(program.outputs))
+        threshold = math.inf if flops > MAX_INSTRUCTIONS else max(TRY_AFTER_SECONDS, WRITE_SECONDS_PER_OPERATION * flops)
+        program._scalar_threshold = threshold
+    return threshold
 
 
 def faster_table(program: Any, arrays: Sequence[np.ndarray]) -> ScalarProgram | bool:

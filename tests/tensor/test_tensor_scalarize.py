@@ -49,17 +49,24 @@ def test_the_table_gives_the_numpy_program_s_derivatives(name, order):
     program = derivative_program(FUNCTIONS[name], POINT, order)
     (want,) = program(POINT)
     table = scalarize.scalar_program(program.outputs, program.inputs)
-    (got,) = table(POINT)
+    # NumPy's interpreter of the table (the Numba one, compiled once per set of operations, runs
+    # the tables of the tests below)
+    (got,) = table.reference(POINT)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
-    (checked,) = table.reference(POINT)  # NumPy's interpreter of the same table
-    np.testing.assert_allclose(checked, want, rtol=1e-12, atol=1e-14)
+
+
+def test_the_numba_interpreter_runs_the_table():
+    program = derivative_program(wood, POINT, 1)
+    table = scalarize.scalar_program(program.outputs, program.inputs)
+    np.testing.assert_allclose(table(POINT)[0], program(POINT)[0], rtol=1e-12)
+    np.testing.assert_array_equal(table(POINT)[0], table.reference(POINT)[0])
 
 
 def test_float32_programs_run_in_float32():
     x = POINT.astype(np.float32)
     program = derivative_program(wood, x, 1, np.float32)
     (want,) = program(x)
-    (got,) = scalarize.scalar_program(program.outputs, program.inputs, np.float32)(x)
+    (got,) = scalarize.scalar_program(program.outputs, program.inputs, np.float32).reference(x)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
@@ -71,7 +78,7 @@ def test_structural_zeros_make_no_instruction_and_cancelled_zeros_multiply():
     assert diagonal.table.n_instructions == 3
     s = var("s", ())
     y = einsum(",->", cancelled(()), unary("log", s))  # 0 · log(0): NaN, as NumPy gives it
-    (value,) = scalarize.scalar_program([y], [s])(np.array(0.0))
+    (value,) = scalarize.scalar_program([y], [s]).reference(np.array(0.0))
     assert np.isnan(value)
 
 
@@ -93,18 +100,22 @@ def test_programs_it_cannot_write_out_are_refused_by_name():
 
 def test_a_program_switches_to_the_table_after_its_calls_and_keeps_its_results(monkeypatch):
     monkeypatch.setattr(scalarize, "SCALAR_AFTER", 2)
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(scalarize, "WRITE_SECONDS_PER_OPERATION", 0.0)
     monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))  # kept whatever the timing
-    program = derivative_program(shifted_slices, POINT, 2)
+    program = derivative_program(wood, POINT, 1)
     first = [program(POINT)[0] for _ in range(2)]
     assert not program.scalar_tier
     later = [program(POINT + k)[0] for k in range(3)]
     assert program.scalar_tier
     np.testing.assert_allclose(later[0], first[0], rtol=1e-12)
-    np.testing.assert_allclose(later[2], derivative_program(shifted_slices, POINT + 2, 2)(POINT + 2)[0], rtol=1e-12)
+    np.testing.assert_allclose(later[2], derivative_program(wood, POINT + 2, 1)(POINT + 2)[0], rtol=1e-12)
 
 
 def test_a_slower_table_is_not_kept(monkeypatch):
     monkeypatch.setattr(scalarize, "SCALAR_AFTER", 0)
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(scalarize, "WRITE_SECONDS_PER_OPERATION", 0.0)
     monkeypatch.setattr(scalarize, "KEEP_BELOW", 0.0)
     program = derivative_program(wood, POINT, 1)
     for _ in range(3):
@@ -114,6 +125,8 @@ def test_a_slower_table_is_not_kept(monkeypatch):
 
 def test_grad_through_the_tier_matches_without_it(monkeypatch):
     monkeypatch.setattr(scalarize, "SCALAR_AFTER", 1)
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(scalarize, "WRITE_SECONDS_PER_OPERATION", 0.0)
     monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))
     g = jt.grad(wood)
     values = [g(POINT + 0.1 * k) for k in range(4)]
@@ -149,13 +162,13 @@ def test_solves_inverses_and_log_determinants_are_written_out_with_pivoting(orde
     program = derivative_program(lambda t: kalman_like(t, ys), theta, order)
     table = scalarize.scalar_program(program.outputs, program.inputs)
     assert table.factorized
-    np.testing.assert_allclose(table(theta)[0], program(theta)[0], rtol=1e-10)
+    np.testing.assert_allclose(table.reference(theta)[0], program(theta)[0], rtol=1e-10)
     # a matrix whose first pivot is tiny: partial pivoting swaps the rows, as LAPACK does
     A = var("A", (3, 3))
     from jacacc.linalg.factorizations import gesv, slogdet
 
     B = np.array([[1e-12, 2.0, 1.0], [3.0, -1.0, 0.5], [0.5, 4.0, -2.0]])
-    solved = scalarize.scalar_program([gesv(A, A), *slogdet(A)], [A])(B)
+    solved = scalarize.scalar_program([gesv(A, A), *slogdet(A)], [A]).reference(B)
     np.testing.assert_allclose(solved[0], np.eye(3), atol=1e-12)
     assert solved[1] == np.sign(np.linalg.det(B))
     np.testing.assert_allclose(solved[2], np.log(abs(np.linalg.det(B))), rtol=1e-12)
@@ -165,9 +178,22 @@ def test_a_singular_matrix_after_the_switch_raises_numpy_s_error(monkeypatch):
     from jacacc.linalg.routines import SingularMatrixError
 
     monkeypatch.setattr(scalarize, "SCALAR_AFTER", 0)
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(scalarize, "WRITE_SECONDS_PER_OPERATION", 0.0)
     monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))
     g = jt.grad(lambda a: np.sum(np.linalg.solve(np.diag(a) + a[0] * np.ones((2, 2)), a)))
     for k in range(3):
         g(np.array([1.0 + k, 2.0]))
     with pytest.raises(SingularMatrixError):
         g(np.array([0.0, 0.0]))
+
+
+def test_the_tier_waits_until_the_numpy_calls_would_pay_for_the_table(monkeypatch):
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 0)
+    monkeypatch.setattr(scalarize, "KEEP_BELOW", float("inf"))
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 3600.0)
+    program = derivative_program(wood, POINT, 1)
+    for _ in range(20):
+        program(POINT)
+    assert not program.scalar_tier and program._scalar is None  # not even tried
+    assert scalarize.time_before_trying(program) == 3600.0
