@@ -71,6 +71,7 @@ experiments: $(VENV)/.test-installed
 	$(PY) experiments/long_sum.py
 	$(PY) experiments/outside.py
 	$(PY) experiments/loop_scaling.py
+	$(PY) experiments/autograd_suite.py
 	$(PY) experiments/fusion_threshold.py
 	$(PY) experiments/linalg_examples.py
 	$(PY) experiments/linalg_benchmark.py

@@ -666,6 +666,10 @@ def _moment(name: str, root: bool, a: Any, axis: Any, dtype: Any, out: Any, ddof
         tuple(n for k, n in enumerate(x.shape) if k not in axes)
     if count == 0:  # NumPy: NaN for an empty slice
         return Traced(E.const(np.full(shape, np.nan)))
+    if count == 1 and ddof < 1:
+        # one entry is its own mean: the moment is the constant 0, whose derivative is 0 (written out,
+        # sqrt's ∞ at 0 times the centred entry's 0 would give NaN, as JAX's does; autograd's is 0)
+        return Traced(E.zeros(shape))
     centred = E.add(x, _spread(E.scale(-1.0 / count, reduce_sum(x, axes)), axes, x.shape))
     with np.errstate(divide="ignore"):  # N - ddof <= 0 gives inf (NaN for 0/0), as NumPy
         scale = float(np.float64(1.0) / np.float64(max(count - ddof, 0)))

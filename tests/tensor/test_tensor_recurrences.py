@@ -59,8 +59,10 @@ def size(f, theta, order, mode):
 THETA = np.array([-1.0, -0.5, 0.8])
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("order", [1, 2])
+# make test: the gradient in every mode, the Hessian in cross-country mode (the others: exhaustive tier)
+@pytest.mark.parametrize("order, mode", [pytest.param(o, m, marks=() if o == 1 or m == "cross_country"
+                                                      else pytest.mark.exhaustive)
+                                         for o in (1, 2) for m in MODES])
 def test_kalman_derivative_grows_linearly_with_the_steps(order, mode):
     # T = 8 → 16 (an O(T²) derivative would grow 4×; a linear one 2× plus the fixed part's share)
     small = size(lambda t: kalman_nll(t, observations(8)), THETA, order, mode)
@@ -69,7 +71,8 @@ def test_kalman_derivative_grows_linearly_with_the_steps(order, mode):
     assert large[1] <= 2.2 * small[1], (small, large)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=() if m == "cross_country" else pytest.mark.exhaustive)
+                                  for m in MODES])
 def test_inverse_recurrence_derivative_grows_linearly(mode):
     small = size(lambda t: inverse_recurrence(t, 8), THETA, 2, mode)
     large = size(lambda t: inverse_recurrence(t, 16), THETA, 2, mode)
@@ -96,7 +99,8 @@ def test_kalman_gradient_and_hessian_match_jax(mode):
     np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hessian, rtol=1e-8)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=() if m == "reverse" else pytest.mark.exhaustive)
+                                  for m in MODES])
 def test_inverse_recurrence_hessian_matches_jax(mode):
     f = lambda t: inverse_recurrence(t, 6)  # noqa: E731
     gradient, hessian = jax_reference("inverse")

@@ -174,3 +174,15 @@ def test_constants_that_cancel_are_a_number_not_a_structural_zero():
     product = einsum(",i->i", zero, var("x", (3,)))
     assert not product.is_zero  # ∞·0 must stay NaN when x is infinite
     assert einsum(",i->i", const(0.0), var("x", (3,))).is_zero  # a written 0 still annihilates
+
+
+@pytest.mark.parametrize("spelling", ["np.std", "np.var"])
+def test_the_moments_of_one_entry_are_constant_zero_with_zero_derivatives(spelling):
+    # std(x) of a single entry is 0 whatever x: its derivative is 0 (autograd's); written out, sqrt's ∞
+    # at 0 times the centred entry's 0 gave NaN (JAX gives NaN too)
+    moment = {"np.std": np.std, "np.var": np.var}[spelling]
+    for mode in MODES:
+        assert jt.grad(lambda x: moment(x), mode=mode)(3.5) == 0.0
+        assert jt.hessian(lambda x: moment(x), mode=mode)(3.5) == 0.0
+        g = jt.grad(lambda x: np.sum(moment(x, axis=0) * x[0]), mode=mode)(np.array([[1.0, 2.0, 3.0]]))
+        np.testing.assert_array_equal(g, np.zeros((1, 3)))

@@ -175,8 +175,15 @@ def test_value_gradient_and_compressed_hessian_match_jax(case):
     close(jt.hessian(ours(f), compress=True)(A).dense(), hessian, what="compressed hessian")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def sampled_modes(cases):
+    """Every (case, mode) pair: one mode per case, in turn, in ``make test``; the others in the
+    ``exhaustive`` tier (the compressed Hessian above checks every case in the default mode too)."""
+    return [pytest.param(case, mode, id=f"{case[0]}-{mode}",
+                         marks=() if k % len(MODES) == m else pytest.mark.exhaustive)
+            for k, case in enumerate(cases) for m, mode in enumerate(MODES)]
+
+
+@pytest.mark.parametrize("case, mode", sampled_modes(CASES))
 def test_every_mode_gives_jax_gradient_and_hessian(case, mode):
     name, f, A = case
     _, gradient, hessian = reference(case)
@@ -228,8 +235,7 @@ def matrix_reference(case):
     return _REFERENCES[key]
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", MATRIX_VALUED, ids=[c[0] for c in MATRIX_VALUED])
+@pytest.mark.parametrize("case, mode", sampled_modes(MATRIX_VALUED))
 def test_jacobian_jvp_and_vjp_match_jax(case, mode):
     _, f, A = case
     check_matrix_valued_against_jax(ours(f), A, matrix_reference(case), mode, close)
