@@ -10,7 +10,8 @@ Every sample is a fresh child process (:func:`jacacc.bench.fresh_child`: a new e
 ``JACACC_CACHE_DIR``, JAX's persistent cache off) that records
 
 * ``first_s``: the first call — trace, plan, compile what compiles, evaluate;
-* ``warm_s``: the best of the later calls (after eight warm-up calls);
+* ``warm_s``: the best of the later calls, after at least eight warm-up calls and :data:`WARM_SECONDS`
+  of them (``warm_up_calls``, ``warm_up_s``): the steady state of a function called in a loop;
 * for jacacc, ``nodes`` and ``flops``: the planned derivative expression's size (linear in T
   when the plan is), from :func:`jacacc.tensor.derivative_expression`;
 * ``max_abs_error`` against JAX where both ran (float64).
@@ -40,6 +41,9 @@ DERIVATIVES = ("grad", "hessian")
 LIBRARIES = ("jacacc", "jax")
 TIMEOUT_S = 900
 WARM_CALLS = 8
+#: seconds of calls before the warm time is taken: a program switches to the scalar tier once its NumPy
+#: calls have taken what writing its table costs (jacacc.tensor.scalarize), as a JIT compiles hot code
+WARM_SECONDS = 10.0
 
 CHILD_CODE = r'''
 import json, sys, time
@@ -68,8 +72,11 @@ start = time.perf_counter()
 value = run()
 result["first_s"] = time.perf_counter() - start
 result["import_s"] = imported - began
-for _ in range(''' + str(WARM_CALLS) + r'''):
+warm_calls, warm_start = 0, time.perf_counter()
+while warm_calls < ''' + str(WARM_CALLS) + r''' or time.perf_counter() - warm_start < float(sys.argv[5]):
     run()
+    warm_calls += 1
+result["warm_up_calls"], result["warm_up_s"] = warm_calls, time.perf_counter() - warm_start
 best = float("inf")
 for _ in range(5):
     calls, start = 0, time.perf_counter()
@@ -90,10 +97,10 @@ print(json.dumps(result))
 '''
 
 
-def measure(library: str, derivative: str, steps: int, timeout: float) -> dict[str, Any]:
+def measure(library: str, derivative: str, steps: int, timeout: float, warm_seconds: float = WARM_SECONDS) -> dict[str, Any]:
     """One fresh child's measurement of ``library``'s ``derivative`` of the filter over ``steps``."""
     here = str(ROOT / "experiments")
-    row = fresh_child(CHILD_CODE, [library, derivative, str(steps), here], timeout, path=ROOT)
+    row = fresh_child(CHILD_CODE, [library, derivative, str(steps), here, str(warm_seconds)], timeout, path=ROOT)
     return {"library": library, "derivative": derivative, "steps": steps, **row}
 
 
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, nargs="+", help="the numbers of steps (default: %(default)s)")
     parser.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per child")
+    parser.add_argument("--warm-seconds", type=float, default=WARM_SECONDS, help="seconds of warm-up calls")
     parser.add_argument("--out", default=str(ROOT / "results" / f"{EXPERIMENT}.json"))
     args = parser.parse_args(argv)
     steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 if timed_out:  # a longer loop would time out too
                     rows.append({"library": library, "derivative": derivative, "steps": t, "status": "skipped"})
                     continue
-                row = measure(library, derivative, t, args.timeout)
+                row = measure(library, derivative, t, args.timeout, args.warm_seconds)
                 timed_out = row["status"] != "ok"
                 rows.append(row)
                 print(f"{library:7s} {derivative:8s} T={t:5d} {row['status']:9s} "
@@ -162,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("value", None)
     write_record(args.out, EXPERIMENT, rows, seed=0,
                  parameters={"steps": list(steps), "timeout_s": args.timeout, "warm_calls": WARM_CALLS,
+                             "warm_seconds": args.warm_seconds,
                              "load_average_before": load_before, "load_average_after": load_average(),
                              "cpu_count": os.cpu_count()})
     print(table(rows))

@@ -15,7 +15,7 @@ def test_quick_run_records_linear_plans_that_agree_with_jax(tmp_path):
     pytest.importorskip("jax")
     script = load_experiment("loop_scaling")
     path = tmp_path / "loops.json"
-    assert script.main(["--steps", "4", "8", "--out", str(path)]) == 0
+    assert script.main(["--steps", "4", "8", "--warm-seconds", "0.2", "--out", str(path)]) == 0
     rows = read_record(path)["results"]
     assert {(r["library"], r["derivative"], r["steps"]) for r in rows} == {
         (lib, d, t) for lib in script.LIBRARIES for d in script.DERIVATIVES for t in (4, 8)}
