@@ -149,6 +149,15 @@ def drawn():
 
 
 def test_numba_interpreter_matches_direct_evaluation(drawn):
+    _check_numba_interpreter(drawn[:2])
+
+
+@pytest.mark.exhaustive  # the other drawn programs: two more interpreter compiles per dtype
+def test_numba_interpreter_matches_direct_evaluation_on_every_drawn_program(drawn):
+    _check_numba_interpreter(drawn[2:])
+
+
+def _check_numba_interpreter(drawn):
     pytest.importorskip("numba")
     for program, table in drawn:
         X = np.random.default_rng(1).uniform(-2, 2, (300, 3))  # several blocks and a partial one

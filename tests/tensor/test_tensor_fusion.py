@@ -446,6 +446,7 @@ def test_regions_below_the_threshold_stay_numpy(monkeypatch: pytest.MonkeyPatch)
     assert fusion.find_regions([y], min_operations=5) == []
 
 
+@pytest.mark.scripts  # an experiment script run end to end (make test-extra)
 def test_the_threshold_experiment_records_its_measurements(tmp_path: Path) -> None:
     from experiment_scripts import load_experiment
 
