@@ -90,7 +90,8 @@ def jax_reference(name):
     return np.asarray(jax.jit(jax.grad(g))(THETA)), np.asarray(jax.jit(jax.hessian(g))(THETA))
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=() if m == "reverse" else pytest.mark.exhaustive)
+                                  for m in MODES])
 def test_kalman_gradient_and_hessian_match_jax(mode):
     ys = observations(4)
     f = lambda t: kalman_nll(t, ys)  # noqa: E731
