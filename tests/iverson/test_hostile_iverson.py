@@ -280,6 +280,7 @@ def test_deep_program_compiles(backend, depth):
     assert _paren_depth(f.source) < 64  # intermediates are named, not nested (the parser stops at 200)
 
 
+@pytest.mark.exhaustive  # make test: the deep program's gradient, evaluation and compiles above
 def test_deep_let_chain_and_long_addition_under_a_gen():
     x = iv.var("x", (3,))
     i = iv.index("i")

@@ -122,6 +122,7 @@ def test_face_optimum_is_the_shortest_face_sequence(graph):
     assert optimum(graph, "face").cost == brute_face(graph)
 
 
+@pytest.mark.exhaustive  # make test: the face optimum on tiny graphs (test_face_optimum_is_the_shortest_face_sequence)
 @PROPERTY
 @given(graph=random_lcgs(max_inputs=3, max_intermediates=4, max_outputs=3).filter(lambda g: g.n_edges <= 12))
 def test_face_optimum_replays_and_is_bounded_by_edge_and_vertex(graph):
