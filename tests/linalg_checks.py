@@ -72,3 +72,13 @@ def check_matrix_valued_against_jax(f, A, reference, mode, close):
     got_value, pullback = jt.vjp(f, A, mode=mode)
     close(got_value, value, rtol=1e-12, what="vjp value")
     close(pullback(cotangent)[0], pulled, what="vjp")
+
+
+def close(got, want, rtol=1e-9, what=""):
+    """``got`` ≈ ``want`` relative to the largest entry of ``want`` (entries near zero
+    compare absolutely at that scale)."""
+    want = np.asarray(want, dtype=float)
+    got = np.asarray(got, dtype=float)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, err_msg=what)

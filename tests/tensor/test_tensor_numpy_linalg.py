@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 
+import linalg_checks
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -38,13 +39,7 @@ RTOL = 1e-9
 
 
 def close(got, want, rtol=RTOL, what=""):
-    """``got`` ≈ ``want`` relative to the largest entry of ``want`` (entries near zero
-    compare absolutely at that scale)."""
-    want = np.asarray(want, dtype=float)
-    got = np.asarray(got, dtype=float)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, err_msg=what)
+    linalg_checks.close(got, want, rtol, what)
 
 
 # ---------------------------------------------------------------------------- well-conditioned inputs

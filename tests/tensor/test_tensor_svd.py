@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 
+import linalg_checks
 import numpy as np
 import pytest
 from linalg_checks import check_matrix_valued_against_jax
@@ -39,13 +40,7 @@ _FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def close(got, want, rtol=RTOL, what=""):
-    """``got`` ≈ ``want`` relative to the largest entry of ``want`` (entries near zero
-    compare absolutely at that scale)."""
-    want = np.asarray(want, dtype=float)
-    got = np.asarray(got, dtype=float)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, err_msg=what)
+    linalg_checks.close(got, want, rtol, what)
 
 
 def jit(f):
