@@ -36,13 +36,8 @@ A result is right when, for every gradient leaf and Hessian block, ``max |jacacc
 max |ref|`` (:data:`RTOL` 1e-8, :data:`ATOL` 1e-10).  Where jacacc differs from JAX, central differences
 second the verdict (:func:`cross_check`, at most :data:`CROSS_CHECK_MAX` entries): where they differ from
 JAX by more than RTOL themselves (an ill-conditioned function: ``pinv(xᵀx)`` of a square ``x``) and jacacc is
-within twice that of both, the result is right, with a note saying so.  Where jacacc documents a
-convention of its own that departs from NumPy's function (``jacacc/tensor/numpy_linalg.py``: ``eigh``'s
-and ``svd``'s vectors signed so each column's largest-magnitude entry is positive, ``eigh``'s gradient
-taken along symmetric directions), the result is still judged against NumPy's function — autograd's
-tests check that — and a wrong one is checked against the convention too (``Check.convention``): its
-message says whether jacacc follows its own convention.  Each check gets one class, and a row the worst of
-its checks' (wrong > crash > refused > reference-missing > right):
+within twice that of both, the result is right, with a note saying so.  Each check gets one class, and a
+row the worst of its checks' (wrong > crash > refused > reference-missing > right):
 
 * ``right``;
 * ``wrong``: numbers differ from the reference (or the result's shape or nesting does): the failure
@@ -225,10 +220,6 @@ class Check:
     argnums: tuple[int, ...] = (0,)
     order: int = 2
     ref: Callable | None = None
-    #: JAX spelling of jacacc's documented convention where it departs from NumPy's function (eigh's and
-    #: svd's vector signs, eigh's symmetric-direction gradient), and its one-line description: a wrong
-    #: result is checked against it too, and the message says whether it follows the convention
-    convention: tuple[str, Callable] | None = None
 
 
 @dataclass(frozen=True)
@@ -272,9 +263,9 @@ def _fn(fn: str | Callable) -> Callable:
 
 
 def chk(fn: str | Callable, *args: Any, argnums: tuple[int, ...] = (0,), order: int = 2,
-        ref: Callable | None = None, convention: tuple[str, Callable] | None = None, **kwargs: Any) -> Check:
+        ref: Callable | None = None, **kwargs: Any) -> Check:
     """``check_grads(fn, argnum)(*args, **kwargs)``."""
-    return Check(_fn(fn), tuple(args), kwargs, tuple(argnums), order, ref, convention)
+    return Check(_fn(fn), tuple(args), kwargs, tuple(argnums), order, ref)
 
 
 def combo(fn: str | Callable, argnums: tuple[int, ...], *arglists: list, order: int = 2,
@@ -384,45 +375,6 @@ def svd_jax(u0: np.ndarray) -> Callable:
     return ref
 
 
-def _largest_positive(ns: Any, u: Any) -> Any:
-    """The sign making each column's largest-magnitude entry positive (jacacc's rule for singular vectors
-    and eigenvectors), as a constant."""
-    xp = ns.np
-    at = xp.argmax(xp.abs(u), axis=-2, keepdims=True)
-    return _stop(ns, xp.sign(xp.take_along_axis(u, at, axis=-2)))
-
-
-def svd_convention(ns: Any, x: Any, **kwargs: Any) -> Any:
-    """jacacc's documented SVD (docs: jacacc/tensor/numpy_linalg.py): the thin factors with each column of U
-    signed so its largest-magnitude entry is positive (Vh's rows follow)."""
-    xp = ns.np
-    u, s, vh = xp.linalg.svd(x, full_matrices=False)
-    sign = _largest_positive(ns, u)
-    return u * sign, s, vh * xp.swapaxes(sign, -1, -2)
-
-
-def eigh_convention(uplo: str) -> Callable:
-    """jacacc's documented ``eigh``: NumPy's value (the ``uplo`` triangle read), the derivative taken along
-    symmetric directions ``(Ȧ + Ȧᵀ)/2`` (JAX's ``symmetrize_input``), eigenvectors signed so each column's
-    largest-magnitude entry is positive."""
-
-    def ref(ns: Any, x: Any, *args: Any) -> Any:
-        xp = ns.np
-        if uplo == "L":
-            part, strict = xp.tril(x), xp.tril(x, -1)
-        else:
-            part, strict = xp.triu(x), xp.triu(x, 1)
-        sym = (x + xp.swapaxes(x, -1, -2)) / 2
-        point = _stop(ns, part + xp.swapaxes(strict, -1, -2) - sym)
-        w, v = xp.linalg.eigh(point + sym)
-        return w, v * _largest_positive(ns, v)
-
-    return ref
-
-
-SIGNS = "jacacc's documented convention (jacacc/tensor/numpy_linalg.py): vectors signed largest entry positive"
-
-
 def _svd(ns: Any, x: Any) -> Any:
     u, s, v = ns.np.linalg.svd(x, full_matrices=False)
     return (u, s, v)
@@ -430,8 +382,7 @@ def _svd(ns: Any, x: Any) -> Any:
 
 def svd_case(g: Draw, *shape: int) -> list[Check]:
     mat = g.R(*shape)
-    return [chk(named("svd", _svd), mat, ref=svd_jax(np.linalg.svd(mat, full_matrices=False)[0]),
-                convention=(SIGNS, svd_convention))]
+    return [chk(named("svd", _svd), mat, ref=svd_jax(np.linalg.svd(mat, full_matrices=False)[0]))]
 
 
 def eigh_case(mat: np.ndarray, uplo: str | None) -> list[Check]:
@@ -443,8 +394,7 @@ def eigh_case(mat: np.ndarray, uplo: str | None) -> list[Check]:
         v0 = np.linalg.eigh(mat)[1]
     else:
         v0 = np.linalg.eigh(mat, uplo)[1]
-    return [chk(named("eigh", fn), mat, ref=eigh_jax(v0, uplo or "L"),
-                convention=(SIGNS + ", gradient along symmetric directions", eigh_convention(uplo or "L")))]
+    return [chk(named("eigh", fn), mat, ref=eigh_jax(v0, uplo or "L"))]
 
 
 def _pinv_jax(ns: Any, x: Any) -> Any:
@@ -1552,25 +1502,6 @@ def cross_check(p: Prepared, derivative: str, ours: np.ndarray, ref: Reference) 
     return False, f"central differences differ from JAX by {spread:.2g}, from jacacc by {to_fd:.2g}"
 
 
-def convention_note(p: Prepared, derivative: str, ours: np.ndarray) -> str:
-    """Whether jacacc's result, wrong against NumPy's function, is right against jacacc's documented
-    convention for it (``Check.convention``: JAX's derivative of the function as jacacc defines it)."""
-    import dataclasses
-
-    import jax
-
-    label, spelled = p.check.convention
-    alternative = dataclasses.replace(p, check=dataclasses.replace(p.check, ref=spelled))
-    try:
-        g = flat_function(alternative, namespace("jax"))
-        transform = jax.grad(g) if derivative == "gradient" else jax.hessian(g)
-        value = np.asarray(_jax_call(transform, jax.numpy.asarray(p.x0)), dtype=np.float64)
-    except Exception as exc:  # noqa: BLE001
-        return f"{label}: not computed ({exc_line(exc)})"
-    ok, err = leaves_close(blocks(p, ours), blocks(p, value), RTOL, ATOL)
-    return f"{'follows' if ok else 'differs from'} {label} (max relative difference {err:.2g})"
-
-
 def worst(classes: list[str]) -> str:
     for c in SEVERITY:
         if c in classes:
@@ -1630,8 +1561,6 @@ def run_check(check: Check, rng: np.random.Generator, timeout: int = CHECK_TIMEO
                 cls, message = "right", note
             elif note:
                 message = f"{message}; {note}"
-        if cls == "wrong" and check.convention is not None:
-            message = f"{message}; {convention_note(p, derivative, ours)}"
         part.update({"class": cls, "max_rel_error": err, "reference": ref.kind,
                      "message": "; ".join(m for m in (message, ref.note) if m) or None})
         entry["parts"].append(part)

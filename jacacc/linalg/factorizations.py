@@ -243,19 +243,27 @@ def _gelqf_flops(a: Shape, **_: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- syevd and its eigengaps
-def syevd(A: Tensor) -> tuple[Tensor, Tensor]:
+def syevd(A: Tensor, signs: str = "largest_positive", uplo: str = "L") -> tuple[Tensor, Tensor]:
     """The symmetric eigendecomposition ``A = Uᵀ·diag(lam)·U`` as two expression nodes (paper 004 §4.4).
 
     Parameters
     ----------
     A : Tensor, shape (..., n, n)
-        Symmetric (the kernel reads the lower triangle); differentiated along
+        Symmetric (the kernel reads the triangle ``uplo`` names); differentiated along
         symmetric directions.
+    signs : {"largest_positive", "numpy"}
+        ``"largest_positive"`` (the paper's rule): each row of U has its largest-magnitude
+        entry positive.  ``"numpy"``: U is ``np.linalg.eigh(A, UPLO=uplo)``'s eigenvectors
+        bit for bit, with LAPACK's signs (what :mod:`jacacc.tensor.numpy_linalg` gives for
+        ``np.linalg.eigh``).  Either sign choice is locally constant where the eigenvalues
+        are distinct, so the derivatives below hold for both.
+    uplo : {"L", "U"}
+        The triangle read: ``"U"`` only with ``signs="numpy"`` (NumPy's ``UPLO``).
 
     Returns
     -------
     U : Tensor, shape (..., n, n)
-        Rows are the eigenvectors (each row's largest-magnitude entry positive).
+        Rows are the eigenvectors, signed as ``signs`` says.
     lam : Tensor, shape (..., n)
         The eigenvalues, ascending.
 
@@ -277,8 +285,29 @@ def syevd(A: Tensor) -> tuple[Tensor, Tensor]:
     >>> np.allclose(g, np.outer(u, u))
     True
     """
-    U, lam = apply_operator("syevd", [A])
+    if signs not in _SYEVD_SIGNS:
+        raise ValueError(f"syevd: signs must be one of {_SYEVD_SIGNS}, got {signs!r}")
+    if uplo not in ("L", "U") or (uplo == "U" and signs != "numpy"):
+        raise ValueError(f"syevd: uplo must be 'L' (or 'U' with signs='numpy'), got {uplo!r}")
+    options = {} if signs == "largest_positive" else {"signs": signs, "uplo": uplo}
+    U, lam = apply_operator("syevd", [A], **options)
     return U, lam
+
+
+_SYEVD_SIGNS = ("largest_positive", "numpy")
+
+
+def _syevd_forward(A: np.ndarray, overwrite_a: bool = False, signs: str = "largest_positive",
+                   uplo: str = "L") -> tuple[np.ndarray, np.ndarray]:
+    """The paper's kernel (:func:`jacacc.linalg.routines.syevd`), or NumPy's ``eigh`` with its signs."""
+    from jacacc.linalg import routines
+
+    if signs == "largest_positive":
+        return routines.syevd(A, overwrite_a=overwrite_a)
+    A = np.asarray(A)
+    routines._check_finite("syevd", "A", A, "lower" if uplo == "L" else "upper")
+    lam, V = np.linalg.eigh(A, UPLO=uplo)
+    return np.ascontiguousarray(np.swapaxes(V, -1, -2)), lam          # NumPy's columns are U's rows
 
 
 def eigengap_threshold(lam: np.ndarray) -> np.ndarray:
@@ -423,7 +452,7 @@ def _syevd_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
     return a, a[:-1]
 
 
-def _syevd_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+def _syevd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, lam), (dA,) = outputs, tangents
     if dA is None:
         return (None, None)
@@ -434,7 +463,7 @@ def _syevd_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     return (dU, dlam)
 
 
-def _syevd_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+def _syevd_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, lam), (Ubar, lambar) = outputs, cotangents
     inner = None
     if Ubar is not None:
@@ -812,7 +841,7 @@ def _register() -> None:
 
     register_operator(Operator("gelqf", routines.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
-    register_operator(Operator("syevd", routines.syevd, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
+    register_operator(Operator("syevd", _syevd_forward, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
                                _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))

@@ -41,14 +41,17 @@ pullbacks derived here as the adjoints of those pushforwards.
     (exact for A of rank r, Golub and Pereyra's theorem), as JAX's.
 
 **Signs.**  QR and the SVD are unique only up to signs: column j of Q with row j of R,
-and column j of U with row j of Vh, may change sign together.  The forward passes fix
-them, so that each is a function of A that is smooth wherever it is differentiable:
+and column j of U with row j of Vh, may change sign together.  By default the forward passes
+fix them, so that each is a function of A that is smooth wherever it is differentiable:
 ``qr`` makes the diagonal of R non-negative (as ``gelqf`` does for L; NumPy's signs are
 LAPACK's Householder signs, which may differ column by column, and JAX's are
 LAPACK's too); ``gesdd`` makes the largest-magnitude entry of each column of U positive
 (the first of them on an exact tie; ``syevd``'s rule for its eigenvectors).  The rules
 are locally constant in A, so the derivatives above (JAX's, derived for any sign choice
-that does not jump) are those of the sign-normalized factors.
+that does not jump) are those of the sign-normalized factors.  With ``signs="numpy"`` the
+factors are NumPy's own, LAPACK's signs kept (``np.linalg.svd`` and ``np.linalg.qr`` in a
+traced function): LAPACK's Householder signs are locally constant too (they follow the
+signs of entries of A's reductions), so the same derivatives hold wherever those do not change.
 
 **Repeated singular values.**  F is undefined where two singular values coincide (and
 for non-square A, ``S⁻¹`` where one is zero).  As for ``syevd``'s eigenvalues (the
@@ -169,7 +172,7 @@ def _batch_rule(batch_shape: Shape, args: tuple[Tensor, ...], batched: tuple[boo
 
 
 # ---------------------------------------------------------------------------- qr
-def qr(A: Tensor) -> tuple[Tensor, Tensor]:
+def qr(A: Tensor, signs: str = "normalized") -> tuple[Tensor, Tensor]:
     """The reduced QR factorization ``A = Q·R`` as two expression nodes.
 
     Parameters
@@ -177,14 +180,19 @@ def qr(A: Tensor) -> tuple[Tensor, Tensor]:
     A : Tensor, shape (..., m, n)
         Of full rank ``k = min(m, n)`` (for a wide A, its leading ``m × m`` block must be
         invertible: R's first ``k`` columns are then invertible, which the derivative needs).
+    signs : {"normalized", "numpy"}
+        ``"normalized"``: R's diagonal is non-negative.  ``"numpy"``: the factors are
+        ``np.linalg.qr``'s, with LAPACK's Householder signs (what
+        :mod:`jacacc.tensor.numpy_linalg` gives for ``np.linalg.qr``).
 
     Returns
     -------
     Q : Tensor, shape (..., m, k)
         Orthonormal columns.
     R : Tensor, shape (..., k, n)
-        Upper triangular (trapezoidal for a wide A) with a non-negative diagonal; the sign
-        rule makes the factors unique for A of full rank, and so a smooth function of A.
+        Upper triangular (trapezoidal for a wide A), with a non-negative diagonal for
+        ``signs="normalized"``; either sign rule makes the factors unique for A of full rank,
+        and so a smooth function of A.
 
     Notes
     -----
@@ -213,8 +221,9 @@ def qr(A: Tensor) -> tuple[Tensor, Tensor]:
     True
     """
     m, n = _matrix("qr", A.shape)
+    options = _sign_options("qr", signs)
     if m >= n:
-        Q, R = apply_operator("qr", [A])
+        Q, R = apply_operator("qr", [A], **options)
         return Q, R
     # wide: the leading m × m block carries the factorization, the rest of R is Qᵀ times the rest of A
     from jacacc.tensor.arrays import BasicKey, concatenate_nodes, index_node
@@ -222,7 +231,7 @@ def qr(A: Tensor) -> tuple[Tensor, Tensor]:
     lead = tuple(("s", 0, 1, size) for size in A.shape[:-1])
     A1 = index_node(A, BasicKey((*lead, ("s", 0, 1, m))))
     A2 = index_node(A, BasicKey((*lead, ("s", m, 1, n - m))))
-    Q, R1 = apply_operator("qr", [A1])
+    Q, R1 = apply_operator("qr", [A1], **options)
     R2 = matmul(Q, A2, transpose_a=True)
     return Q, concatenate_nodes([R1, R2], axis=-1)
 
@@ -235,11 +244,22 @@ def _qr_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
     return a, a[:-2] + (n, n)
 
 
-def _qr_forward(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy's reduced QR (LAPACK geqrf + orgqr), normalized to a non-negative diagonal of R."""
+_SIGNS = ("normalized", "numpy")
+
+
+def _sign_options(op: str, signs: str) -> dict[str, str]:
+    """The operator options for a sign convention (none for the default, so plans keep their keys)."""
+    if signs not in _SIGNS:
+        raise ValueError(f"{op}: signs must be one of {_SIGNS}, got {signs!r}")
+    return {} if signs == "normalized" else {"signs": signs}
+
+
+def _qr_forward(A: np.ndarray, signs: str = "normalized") -> tuple[np.ndarray, np.ndarray]:
+    """NumPy's reduced QR (LAPACK geqrf + orgqr), normalized to a non-negative diagonal of R
+    unless NumPy's signs are asked for."""
     _finite("qr", A)
     Q, R = np.linalg.qr(A, mode="reduced")
-    if R.size:
+    if R.size and signs == "normalized":
         # column j of Q and row j of R change sign together; np.triu keeps R's zeros +0 (not −0)
         signs = np.where(np.diagonal(R, axis1=-2, axis2=-1) < 0, -1, 1).astype(R.dtype)
         Q *= signs[..., None, :]
@@ -247,7 +267,7 @@ def _qr_forward(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Q, R
 
 
-def _qr_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+def _qr_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (Q, R), (dA,) = outputs, tangents
     if dA is None:
         return (None, None)
@@ -259,7 +279,7 @@ def _qr_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     return (_minus(X, matmul(Q, T)), matmul(T, R))
 
 
-def _qr_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+def _qr_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (Q, R), (Qbar, Rbar) = outputs, cotangents
     M = _total(None if Rbar is None else matmul(Rbar, R, transpose_b=True),
                None if Qbar is None else E.scale(-1.0, matmul(Q, Qbar, transpose_a=True)))
@@ -276,7 +296,7 @@ def _qr_flops(a: Shape, **_: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- gesdd and its gaps
-def gesdd(A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def gesdd(A: Tensor, signs: str = "normalized") -> tuple[Tensor, Tensor, Tensor]:
     """The thin singular value decomposition ``A = U·diag(s)·Vh`` as three expression nodes.
 
     Parameters
@@ -284,11 +304,15 @@ def gesdd(A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     A : Tensor, shape (..., m, n)
         Any real matrix; the derivative of the singular vectors needs distinct singular
         values (and, for m ≠ n, nonzero ones), else it is clamped (see the module docstring).
+    signs : {"normalized", "numpy"}
+        ``"normalized"``: each column of U has its largest-magnitude entry positive.
+        ``"numpy"``: the factors are ``np.linalg.svd(A, full_matrices=False)``'s bit for bit,
+        with LAPACK's signs (what :mod:`jacacc.tensor.numpy_linalg` gives for ``np.linalg.svd``).
 
     Returns
     -------
     U : Tensor, shape (..., m, k)
-        Orthonormal columns, k = min(m, n), each column's largest-magnitude entry positive.
+        Orthonormal columns, k = min(m, n), signed as ``signs`` says.
     s : Tensor, shape (..., k)
         The singular values, descending.
     Vh : Tensor, shape (..., k, n)
@@ -317,7 +341,7 @@ def gesdd(A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     >>> np.round(s ** 2, 12).tolist(), U.tolist()
     ([5.0, 1.0], [[1.0, 0.0], [0.0, 1.0]])
     """
-    U, s, Vh = apply_operator("gesdd", [A])
+    U, s, Vh = apply_operator("gesdd", [A], **_sign_options("gesdd", signs))
     return U, s, Vh
 
 
@@ -327,11 +351,12 @@ def _gesdd_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape, Shape]:
     return a[:-2] + (m, k), a[:-2] + (k,), a[:-2] + (k, n)
 
 
-def _gesdd_forward(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """NumPy's thin SVD (LAPACK gesdd), each column of U made to have a positive largest-magnitude entry."""
+def _gesdd_forward(A: np.ndarray, signs: str = "normalized") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy's thin SVD (LAPACK gesdd), each column of U made to have a positive largest-magnitude
+    entry unless NumPy's signs are asked for."""
     _finite("gesdd", A)
     U, s, Vh = np.linalg.svd(A, full_matrices=False)
-    if U.size:
+    if U.size and signs == "normalized":
         k = np.argmax(np.abs(U), axis=-2)                                  # first on ties, per column
         signs = np.where(np.take_along_axis(U, k[..., None, :], axis=-2) < 0, -1, 1).astype(U.dtype)
         U *= signs                                                          # (..., 1, k): columns of U
@@ -339,7 +364,7 @@ def _gesdd_forward(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return U, s, Vh
 
 
-def _gesdd_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
+def _gesdd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, s, Vh), (A,), (dA,) = outputs, args, tangents
     if dA is None:
         return (None, None, None)
@@ -363,7 +388,7 @@ def _gesdd_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     return (dU, ds, dVh)
 
 
-def _gesdd_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
+def _gesdd_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, s, Vh), (A,), (Ubar, sbar, Vhbar) = outputs, args, cotangents
     m, n = A.shape[-2:]
     b, (i, j) = _labels(s.ndim - 1, 2)

@@ -35,19 +35,23 @@ and the norms): leading axes are a batch, as in NumPy;
 Conventions (where NumPy defines only a value, the derivative follows JAX's
 ``jnp.linalg``):
 
-* **Symmetric input** (``cholesky``, ``eigh``, ``eigvalsh``).  The value is
-  NumPy's: only the lower triangle is read (``UPLO='U'`` / ``upper=True``: the
-  upper one).  The derivative is JAX's (whose ``symmetrize_input=True``
-  differentiates through ``(A + Aᵀ)/2``): taken along symmetric directions,
-  so the gradient is a symmetric matrix and a pushforward sees
-  ``(Ȧ + Ȧᵀ)/2`` (paper 004 §4.2 and §4.4 say the same for ``potrf`` and
-  ``syevd``).  For a symmetric ``A`` both agree with NumPy's function of its
-  triangle on symmetric perturbations.
-* **Eigenvectors** are the columns of ``eigenvectors``, each normalized so
-  that its largest-magnitude entry is positive (``syevd``'s rule; NumPy's
-  and JAX's signs are LAPACK's and may differ column by column).  The
+* **Symmetric input** (``cholesky``, ``eigh``, ``eigvalsh``).  Value and
+  derivative are those of NumPy's function: only the lower triangle is read
+  (``UPLO='U'`` / ``upper=True``: the upper one), so the other triangle's
+  entries have derivative 0 and each off-diagonal entry read counts for both
+  places it fills (:func:`symmetric_from_triangle`; autograd's convention,
+  and what central differences of NumPy's function give).  JAX's
+  ``symmetrize_input=True`` differentiates ``f((A + Aᵀ)/2)`` instead (paper
+  004's ``potrf`` and ``syevd`` likewise, and ``jacacc.linalg``'s operators
+  keep that); the two agree on every perturbation that keeps ``A`` symmetric,
+  so wherever ``A`` is built symmetric (``X Xᵀ``, a kernel matrix) the
+  derivatives with respect to what it is built from are the same.
+* **Eigenvectors** are NumPy's, bit for bit: LAPACK's signs, which are
+  locally constant where the eigenvalues are distinct.  (``jacacc.linalg.syevd``
+  itself follows paper 004's rule, each vector's largest-magnitude entry
+  positive; ``signs="numpy"`` is what ``np.linalg.eigh`` uses.)  The
   derivative is JAX's (``v̇ = v·(F ∘ vᵀ sym(Ȧ) v)``, ``F_ij = 1/(λ_j − λ_i)``),
-  which is the derivative of the sign-normalized vectors.  **Repeated
+  which holds for any sign choice that does not jump.  **Repeated
   eigenvalues**: JAX's eigenvector derivative is inf/nan there; jacacc keeps
   paper 004 §4.4's eigengap clamp (``jacacc.linalg.factorizations``), which
   gives a finite, approximate derivative and a ``RuntimeWarning`` naming the
@@ -60,12 +64,9 @@ Conventions (where NumPy defines only a value, the derivative follows JAX's
   (``A⁻ᵀ``, ``det·A⁻ᵀ``) need the inverse and are refused the same way
   (JAX returns inf/nan for ``slogdet``'s and the adjugate for ``det``'s).
 * **Singular vectors and QR factors** (``svd``, ``qr``) are unique only up to signs;
-  jacacc fixes them (``jacacc.linalg.svd``): each column of ``U`` has its
-  largest-magnitude entry positive (``Vh``'s rows follow), and ``R`` has a
-  non-negative diagonal (``Q``'s columns follow).  NumPy's (LAPACK's) signs may
-  differ column by column; ``U·diag(S)·Vh``, ``Q·R``, ``|U|`` and every
-  sign-invariant function agree.  The derivatives are JAX's, which are those of the
-  sign-normalized factors.  Thin factors only: ``svd`` with ``full_matrices=True``
+  the values are NumPy's, LAPACK's signs kept (``signs="numpy"`` of
+  ``jacacc.linalg.svd``; its default normalizes them).  The derivatives are JAX's,
+  which hold for any sign choice that does not jump.  Thin factors only: ``svd`` with ``full_matrices=True``
   (NumPy's default) of a non-square matrix, ``qr`` with ``mode='complete'`` of a tall
   one (their extra columns are not unique) and ``mode='raw'`` are refused in one
   line, as is ``hermitian=True``.  **Repeated singular values**: the singular-vector
@@ -125,7 +126,7 @@ from jacacc.errors import TraceError, UnsupportedOperationError
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor, index_letters
 from jacacc.tensor.operators import apply_operator
-from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, register_function
+from jacacc.tensor.trace import Traced, _broadcast_to, _elementwise_product, _node, _where, register_function
 
 __all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult"]
 
@@ -221,31 +222,65 @@ def _cholesky(a: Any, upper: bool = False) -> Traced:
 
     A = _node(a)
     _square("np.linalg.cholesky", "a", A)
-    # potrf reads the triangle it returns, as NumPy does, and is differentiated along symmetric directions
-    return Traced(potrf(A, lower=not upper))
+    return Traced(potrf(symmetric_from_triangle(A, lower=not upper), lower=not upper))
 
 
-def _symmetric_eigen(name: str, a: Any, UPLO: str) -> tuple[Tensor, Tensor]:  # noqa: N803 - NumPy's name
+def symmetric_from_triangle(A: Tensor, lower: bool) -> Tensor:
+    """The symmetric matrix a LAPACK routine that reads one triangle of ``A`` sees: that triangle
+    (the diagonal included), mirrored across the diagonal.
+
+    Its value is what NumPy's ``cholesky``/``eigh`` compute with; through it, the derivative is
+    that of NumPy's function: the entries of the other triangle get none, and each off-diagonal
+    entry read gets the derivative of both places it fills.  A ``where`` against a constant mask
+    (not a product with it), so a non-finite entry in the triangle not read changes nothing, as
+    in NumPy.
+
+    Parameters
+    ----------
+    A : Tensor, shape (..., n, n)
+    lower : bool
+        Read the lower triangle (else the upper one).
+
+    Returns
+    -------
+    Tensor, shape (..., n, n)
+
+    Examples
+    --------
+    >>> import numpy as np, jacacc.tensor as jt
+    >>> A = np.array([[4.0, 7.0], [1.0, 3.0]])               # NumPy reads 4, 1, 3
+    >>> g = jt.grad(lambda A: np.sum(np.linalg.cholesky(A)))(A)   # the upper 7 is never read
+    >>> np.round(g, 4).tolist()
+    [[0.2063, 0.0], [0.3492, 0.3015]]
+    """
+    n = A.shape[-1]
+    read = np.tri(n, n, 0, dtype=bool) if lower else ~np.tri(n, n, -1, dtype=bool)
+    return _node(_where(read, Traced(A), Traced(_transposed(A))))
+
+
+def _symmetric_eigen(name: str, a: Any, UPLO: str, vectors: bool) -> tuple[Tensor, Tensor]:  # noqa: N803
     from jacacc.linalg.factorizations import syevd
 
     if UPLO not in ("L", "U"):
         raise TraceError(f"{name}: UPLO must be 'L' or 'U', got {UPLO!r}")
     A = _node(a)
     _square(name, "a", A)
-    # syevd reads the lower triangle; the upper triangle of A is the lower one of Aᵀ
-    U, lam = syevd(A if UPLO == "L" else _transposed(A))
-    return U, lam
+    S = symmetric_from_triangle(A, lower=UPLO == "L")
+    if vectors:
+        # NumPy's eigenvectors, LAPACK's signs and all, computed from the triangle NumPy reads
+        return syevd(S, signs="numpy", uplo=UPLO)
+    return syevd(S)  # the eigenvalues alone: the paper's kernel (reading S's lower triangle)
 
 
 @register_function(np.linalg.eigh)
 def _eigh(a: Any, UPLO: str = "L") -> EighResult:  # noqa: N803 - NumPy's name
-    U, lam = _symmetric_eigen("np.linalg.eigh", a, UPLO)
+    U, lam = _symmetric_eigen("np.linalg.eigh", a, UPLO, vectors=True)
     return EighResult(Traced(lam), Traced(_transposed(U)))  # syevd's rows are NumPy's columns
 
 
 @register_function(np.linalg.eigvalsh)
 def _eigvalsh(a: Any, UPLO: str = "L") -> Traced:  # noqa: N803 - NumPy's name
-    _, lam = _symmetric_eigen("np.linalg.eigvalsh", a, UPLO)
+    _, lam = _symmetric_eigen("np.linalg.eigvalsh", a, UPLO, vectors=False)
     return Traced(lam)
 
 
@@ -272,7 +307,7 @@ def _svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian:
         raise UnsupportedOperationError(f"{name} with full_matrices=True of a non-square matrix (shape {A.shape}) "
                                         "is not supported by jacacc.tensor (its extra singular vectors are not "
                                         "unique); pass full_matrices=False")
-    U, s, Vh = gesdd(A)
+    U, s, Vh = gesdd(A, signs="numpy" if compute_uv else "normalized")
     if not compute_uv:
         return Traced(s)
     return SVDResult(Traced(U), Traced(s), Traced(Vh))
@@ -306,7 +341,7 @@ def _qr(a: Any, mode: str = "reduced") -> Any:
                                         "use mode='reduced'")
     if mode not in ("reduced", "complete", "r"):
         raise TraceError(f"{name}: unrecognized mode {mode!r}; use 'reduced', 'complete', 'r' or 'raw'")
-    Q, R = qr(A)
+    Q, R = qr(A, signs="numpy")
     return Traced(R) if mode == "r" else QRResult(Traced(Q), Traced(R))
 
 

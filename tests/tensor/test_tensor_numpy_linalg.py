@@ -8,11 +8,12 @@ matrix-valued results, batches and broadcasting, hypothesis-drawn sizes, the Gau
 log-likelihood ``-(log|K| + rᵀK⁻¹r)/2`` with K built from the parameters, and the errors
 (non-square input, singular matrices, unsupported functions named).
 
-Conventions checked (see the module's docstring): symmetric input is differentiated
-along symmetric directions, as ``jnp.linalg`` (``symmetrize_input=True``) does, so the
-JAX references need no projection; eigenvectors are compared after aligning JAX's
-column signs to syevd's rule (largest-magnitude entry positive) with a constant sign
-vector, whose derivative is zero.
+Conventions checked (see the module's docstring): cholesky, eigh and eigvalsh are
+differentiated as NumPy's functions of the triangle they read, so the JAX references
+(:data:`JNP`) mirror that triangle before calling ``jnp.linalg`` (whose
+``symmetrize_input=True`` would differentiate ``f((A + Aᵀ)/2)``); eigenvectors are NumPy's (LAPACK's signs) and are
+compared after aligning JAX's column signs to NumPy's with a constant sign vector, whose
+derivative is zero.
 """
 
 from __future__ import annotations
@@ -42,6 +43,44 @@ def close(got, want, rtol=RTOL, what=""):
     linalg_checks.close(got, want, rtol, what)
 
 
+def mirrored(a, lower=True):
+    """The triangle of ``a`` NumPy's cholesky/eigh read (the diagonal included), mirrored: JAX."""
+    n = a.shape[-1]
+    read = jnp.tri(n, dtype=bool) if lower else ~jnp.tri(n, k=-1, dtype=bool)
+    return jnp.where(read, a, jnp.swapaxes(a, -1, -2))
+
+
+class _TriangleLinalg:
+    """``jax.numpy.linalg`` whose ``cholesky``, ``eigh`` and ``eigvalsh`` read one triangle, as NumPy's do."""
+
+    def __getattr__(self, name):
+        return getattr(jnp.linalg, name)
+
+    @staticmethod
+    def cholesky(a, upper=False):
+        return jnp.linalg.cholesky(mirrored(a, lower=not upper), upper=upper)
+
+    @staticmethod
+    def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's name
+        return jnp.linalg.eigh(mirrored(a, lower=UPLO == "L"))
+
+    @staticmethod
+    def eigvalsh(a, UPLO="L"):  # noqa: N803 - NumPy's name
+        return jnp.linalg.eigvalsh(mirrored(a, lower=UPLO == "L"))
+
+
+class _NumPysJax:
+    """``jax.numpy`` with :class:`_TriangleLinalg`: the JAX spelling of the functions jacacc differentiates."""
+
+    linalg = _TriangleLinalg()
+
+    def __getattr__(self, name):
+        return getattr(jnp, name)
+
+
+JNP = _NumPysJax()
+
+
 # ---------------------------------------------------------------------------- well-conditioned inputs
 def general(rng, batch, n, negative=False):
     """A general square matrix (batch), condition number O(1): I·2√n plus Gaussian noise;
@@ -60,11 +99,10 @@ def spd(rng, batch, n):
 
 
 def align_signs(A):
-    """Per column of JAX's eigenvectors at A, the sign that makes its largest-magnitude entry
-    positive (syevd's rule): a constant, so ``v * s`` has JAX's derivative with jacacc's signs."""
+    """Per column of JAX's eigenvectors at A, the sign that makes it NumPy's: a constant, so
+    ``v * s`` has JAX's derivative with NumPy's signs (the columns agree up to sign)."""
     v = np.asarray(jnp.linalg.eigh(jnp.asarray(A))[1])
-    k = np.argmax(np.abs(v), axis=-2)
-    return np.sign(np.take_along_axis(v, k[..., None, :], axis=-2))
+    return np.sign(np.sum(v * np.linalg.eigh(A)[1], axis=-2, keepdims=True))
 
 
 rng0 = np.random.default_rng(25)
@@ -152,7 +190,7 @@ def reference(case):
     """JAX's value, gradient and Hessian of the case (one jit compilation per case, cached)."""
     name, f, args, argnum = case
     if name not in _REFERENCES:
-        g = lambda *a: f(*a, xp=jnp)  # noqa: E731
+        g = lambda *a: f(*a, xp=JNP)  # noqa: E731
         both = jax.jit(lambda *a: (g(*a), jax.grad(g, argnums=argnum)(*a), jax.hessian(g, argnums=argnum)(*a)))
         _REFERENCES[name] = tuple(np.asarray(r) for r in both(*(jnp.asarray(a) for a in args)))
     return _REFERENCES[name]
@@ -227,7 +265,7 @@ def matrix_reference(case):
         rng = np.random.default_rng(28)
         tangent = rng.normal(size=A.shape)
         tangent = tangent + np.swapaxes(tangent, -1, -2)
-        g = lambda A: f(A, xp=jnp)  # noqa: E731
+        g = lambda A: f(A, xp=JNP)  # noqa: E731
         cotangent = rng.normal(size=jax.eval_shape(g, jnp.asarray(A)).shape)
         refs = jax.jit(lambda A, t, c: (jax.jacrev(g)(A), *jax.jvp(g, (A,), (t,)), jax.vjp(g, A)[1](c)[0]))
         _REFERENCES[key] = tangent, cotangent, *(np.asarray(r) for r in refs(A, tangent, cotangent))
@@ -258,7 +296,7 @@ def every_function(G, S, B, xp):
 def test_drawn_sizes_match_jax(n, batch, seed):
     rng = np.random.default_rng(seed)
     G, S, B = general(rng, batch, n, negative=bool(seed % 2)), spd(rng, batch, n), rng.normal(size=(*batch, n, 2))
-    g = lambda G, S: every_function(G, S, B, jnp)  # noqa: E731
+    g = lambda G, S: every_function(G, S, B, JNP)  # noqa: E731
     want = jax.jit(lambda G, S: (jax.grad(g, argnums=(0, 1))(G, S), jax.hessian(g, argnums=0)(G, S),
                                  jax.hessian(g, argnums=1)(G, S)))(jnp.asarray(G), jnp.asarray(S))
     f = lambda G, S: every_function(G, S, B, np)  # noqa: E731
@@ -308,7 +346,7 @@ def test_gaussian_log_likelihood_gradient_and_hessian_match_jax(case, mode):
     name, f, args, _ = case
     key = "gaussian " + name
     if key not in _REFERENCES:
-        g = lambda *a: f(*a, xp=jnp)  # noqa: E731
+        g = lambda *a: f(*a, xp=JNP)  # noqa: E731
         _REFERENCES[key] = tuple(np.asarray(r) for r in jax.jit(lambda *a: (
             jax.grad(g)(*a), jax.hessian(g)(*a), jax.hessian(g, argnums=1)(*a)))(*args))
     gradient, hessian, hessian_r = _REFERENCES[key]
@@ -324,31 +362,41 @@ def test_gaussian_log_likelihood_hessian_in_r_is_minus_the_inverse_covariance():
 
 
 # ---------------------------------------------------------------------------- conventions
-def test_cholesky_reads_one_triangle_and_differentiates_symmetrically():
-    """NumPy's value (the lower triangle of a non-symmetric input), JAX's derivative convention
-    (a symmetric gradient: the derivative along symmetric directions)."""
+def test_cholesky_and_eigh_read_one_triangle_and_differentiate_numpys_function():
+    """NumPy's value (the lower triangle of a non-symmetric input) and the derivative of NumPy's
+    function: zero above the diagonal, as central differences of np.linalg.cholesky/eigh give."""
     rng = np.random.default_rng(33)
     S = spd(rng, (), 4)
     A = S + np.triu(rng.normal(size=(4, 4)), 1)  # junk above the diagonal
     W4 = rng.normal(size=(4, 4))
     value, _ = jt.vjp(np.linalg.cholesky, A)
     close(value, np.linalg.cholesky(A), rtol=1e-14)
-    g = jt.grad(lambda A: np.sum(W4 * np.linalg.cholesky(A) ** 3))(A)
-    close(g, g.T, rtol=1e-14)
-    close(g, jax.grad(lambda A: jnp.sum(W4 * jnp.linalg.cholesky(A) ** 3))(jnp.asarray(S)))
+    for f in (lambda A: np.sum(W4 * np.linalg.cholesky(A) ** 3),
+              lambda A: np.sum(np.linalg.eigh(A)[0] ** 3) + np.sum(W4 * np.linalg.eigh(A)[1] ** 2)):
+        g = jt.grad(f)(A)
+        assert np.all(np.triu(g, 1) == 0)
+        numeric = np.zeros_like(A)                # central differences in the entries NumPy reads
+        for i, j in zip(*np.tril_indices(4), strict=True):
+            step = np.zeros_like(A)
+            step[i, j] = 1e-6
+            numeric[i, j] = (f(A + step) - f(A - step)) / 2e-6
+        close(g, numeric, rtol=1e-6)
+    A[0, 3] = np.inf                              # never read: changes nothing, as in NumPy
+    close(jt.vjp(np.linalg.cholesky, A)[0], value, rtol=0)
     upper = jt.vjp(lambda A: np.linalg.cholesky(A, upper=True), A.T)[0]
     close(upper, np.linalg.cholesky(A.T, upper=True), rtol=1e-14)
 
 
-def test_eigh_values_are_numpys_up_to_column_signs():
+def test_eigh_values_are_numpys():
     rng = np.random.default_rng(34)
     S = spd(rng, (2,), 4)
-    w, v = jt.vjp(lambda A: np.linalg.eigh(A)[0], S)[0], jt.vjp(lambda A: np.linalg.eigh(A)[1], S)[0]
-    w_np, v_np = np.linalg.eigh(S)
-    close(w, w_np, rtol=1e-12)
-    close(np.abs(v), np.abs(v_np), rtol=1e-10)
-    k = np.argmax(np.abs(v), axis=-2)
-    assert np.all(np.take_along_axis(v, k[..., None, :], axis=-2) > 0)   # syevd's sign rule
+    S_upper = np.triu(S) + np.tril(np.ones((4, 4)), -1)   # NumPy reads only the triangle UPLO names
+    for A, uplo in [(S, "L"), (S_upper, "U")]:
+        w = jt.vjp(lambda A, u=uplo: np.linalg.eigh(A, UPLO=u)[0], A)[0]
+        v = jt.vjp(lambda A, u=uplo: np.linalg.eigh(A, UPLO=u)[1], A)[0]
+        w_np, v_np = np.linalg.eigh(A, UPLO=uplo)
+        assert np.array_equal(w, w_np) and np.array_equal(v, v_np)      # bit for bit, LAPACK's signs
+    w_np = np.linalg.eigh(S)[0]
     upper = jt.vjp(lambda A: np.linalg.eigvalsh(A, UPLO="U"), np.triu(S) + np.tril(np.ones((4, 4)), -1))[0]
     close(upper, w_np, rtol=1e-12)
 
