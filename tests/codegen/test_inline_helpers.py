@@ -59,10 +59,25 @@ def _combine(children):
 EXPRESSIONS = st.recursive(LEAVES, _combine, max_leaves=10)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(EXPRESSIONS, min_size=1, max_size=3),
-       st.lists(st.floats(-40, 40, allow_nan=False), min_size=3, max_size=3))
+_DRAWN = (st.lists(EXPRESSIONS, min_size=1, max_size=3),
+          st.lists(st.floats(-40, 40, allow_nan=False), min_size=3, max_size=3))
+
+
+@settings(max_examples=50, deadline=None)
+@given(*_DRAWN)
 def test_drawn_statements_compute_the_same_in_python(expressions, x):
+    check_drawn_statements(expressions, x)
+
+
+@pytest.mark.exhaustive  # the make-test twin above draws 50
+@settings(max_examples=150, deadline=None)
+@given(*_DRAWN)
+def test_more_drawn_statements_compute_the_same_in_python(expressions, x):
+    check_drawn_statements(expressions, x)
+
+
+def check_drawn_statements(expressions: list[str], x: list[float]) -> None:
+    """The statements compute the same before and after inlining, and only guarded calls remain."""
     body = [f"t{k} = {e}" for k, e in enumerate(expressions)]
     body += ["s = 0.0", *(f"s += t{k}" for k in range(len(expressions))), "if _tanh(s) > 0.0:", "    s = -s",
              "out[0] = s"]

@@ -235,6 +235,7 @@ def test_deep_program_normal_forms_keep_its_value():
         iv.cost(out)
 
 
+@pytest.mark.exhaustive  # make test checks the compiled deep gradient against finite differences below
 def test_deep_program_gradient_matches_finite_differences():
     e, x = _deep()
     g = iv.grad(e, x)
@@ -253,7 +254,9 @@ def test_deep_program_gradient_matches_finite_differences():
 def test_deep_gradient_compiles_with_numpy():
     e, x = _deep()
     g = iv.grad(e, x)
-    assert np.allclose(iv.compile(g, "numpy")(x=X), iv.evaluate(g, x=X), rtol=1e-12)
+    compiled = iv.compile(g, "numpy")(x=X)
+    assert np.allclose(compiled, iv.evaluate(g, x=X), rtol=1e-12)
+    assert np.allclose(compiled, _finite_differences(_reference, X), rtol=1e-6, atol=1e-8)
 
 
 def _paren_depth(source: str) -> int:

@@ -319,6 +319,8 @@ def expressions(draw, smooth=False, max_steps=6):
 
 _settings = settings(max_examples=40, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+# make test draws fewer expressions; the exhaustive tier's twins draw the full count in every mode
+_few = settings(_settings, max_examples=16)
 
 
 def check_against_jax(expr: RandomExpression, jacobian_modes=FAST_MODES, hessian_modes=FAST_MODES):
@@ -332,10 +334,10 @@ def check_against_jax(expr: RandomExpression, jacobian_modes=FAST_MODES, hessian
 
 
 # ---------------------------------------------------------------------------- derivatives against JAX
-@_settings
+@_few
 @given(expressions(), st.sampled_from(FAST_MODES))
 def test_jacobian_and_hessian_match_jax(expr, mode):
-    """Each drawn expression in one drawn mode (every mode of every expression: the exhaustive
+    """Each drawn expression in one drawn mode (every mode of more expressions: the exhaustive
     test below)."""
     check_against_jax(expr, (mode,), (mode,))
 
@@ -388,9 +390,22 @@ def test_compressed_hessian_dense_is_the_hessian(expr):
 
 
 # ---------------------------------------------------------------------------- against central differences
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(_few, max_examples=10)
 @given(expressions(smooth=True), st.sampled_from(FAST_MODES))
 def test_jacobian_and_hessian_match_central_differences(expr, mode):
+    check_against_central_differences(expr, mode)
+
+
+@pytest.mark.exhaustive  # the make-test twin above draws 10 expressions
+@settings(_settings, max_examples=25)
+@given(expressions(smooth=True), st.sampled_from(FAST_MODES))
+def test_more_jacobians_and_hessians_match_central_differences(expr, mode):
+    check_against_central_differences(expr, mode)
+
+
+def check_against_central_differences(expr: RandomExpression, mode: str) -> None:
+    """jacacc's Jacobian against central differences of the function, its Hessian against central
+    differences of the Jacobian (rtol 1e-5)."""
     f_np = expr.function(np)
     jac = jt.jacobian(f_np, argnum=expr.argnum, mode=mode)
     numeric = central_jacobian(f_np, expr.args, expr.argnum)
