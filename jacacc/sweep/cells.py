@@ -142,6 +142,8 @@ def measure(cell: Cell, result: dict[str, Any]) -> str:
     result["optimize_seconds"] = time.perf_counter() - start
     result.update(mults=plan.mults, adds=plan.adds, fill_ins=plan.schedule.fill_ins,
                   lower_bound=plan.lower_bound, optimal=plan.optimal)
+    if plan.baseline is not None:  # the method's own order cost more than forward or reverse mode
+        result.update(baseline=plan.baseline, method_mults=plan.method_mults)
     if plan.search is not None:
         info = plan.search
         result["search"] = {"status": info.status, "objective": info.objective, "best_bound": info.best_bound,
