@@ -64,8 +64,10 @@ most :data:`HESSIAN_MAX_PARAMS` — the record keeps:
   in this one process: every cache (jacacc's plans and its on-disk kernel cache, JAX's and
   Numba's) is whatever the process and the machine had (``first_call_outside.py`` measures the
   empty-cache first call in fresh processes);
-* the warm time per call: :data:`WARM_UP_CALLS` calls first (jacacc's fused kernels compile on the
-  third), then ``--repeats`` samples (each a call looped for at least ``min_sample_s`` and averaged),
+* the warm time per call: warm-up calls first, at least :data:`WARM_UP_CALLS` and for at least
+  :data:`WARM_UP_SECONDS` (jacacc's fused kernels compile on the third call, and its scalar tier is
+  tried once a program has spent enough time in NumPy steps: the steady state of a function called in
+  an optimizer's loop; JAX and PyTorch get the same warm-up), then ``--repeats`` samples (each a call looped for at least ``min_sample_s`` and averaged),
   taken in rounds that time every library once each; the best and the median sample;
 * ``jax_over_jacacc`` = JAX's best time / jacacc's (> 1: jacacc faster), ``torch_over_jacacc`` the
   same for PyTorch; the summary gives their geometric means over the objectives per derivative.
@@ -113,6 +115,7 @@ LIBRARIES = ("jax", "jacacc", "torch")  # JAX first: its result is the reference
 HESSIAN_MAX_PARAMS = 300
 RTOL = 1e-8
 WARM_UP_CALLS = 8
+WARM_UP_SECONDS = 2.0
 REPEATS = 7
 QUICK_REPEATS = 2
 MIN_SAMPLE_S = 0.02
@@ -893,12 +896,16 @@ def first_call(library: str, objective: Objective, derivative: str,
     return part, result, call
 
 
-def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: float) -> list[list[float]]:
-    """:data:`WARM_UP_CALLS` warm-up calls of each, then ``repeats`` rounds timing each call once (looped for
-    ``min_time`` and averaged): a slow stretch of the machine costs each library one sample."""
+def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: float,
+                        warm_seconds: float = WARM_UP_SECONDS) -> list[list[float]]:
+    """Warm-up calls of each (at least :data:`WARM_UP_CALLS`, for at least ``warm_seconds``), then
+    ``repeats`` rounds timing each call once (looped for ``min_time`` and averaged): a slow stretch of the
+    machine costs each library one sample."""
     for call in calls:
-        for _ in range(WARM_UP_CALLS):
+        start, done = time.perf_counter(), 0
+        while done < WARM_UP_CALLS or time.perf_counter() - start < warm_seconds:
             call()
+            done += 1
     samples: list[list[float]] = [[] for _ in calls]
     for _ in range(repeats):
         for call, mine in zip(calls, samples, strict=True):
@@ -907,7 +914,7 @@ def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: 
 
 
 def measure_row(objective: Objective, n: int, derivative: str, args: Arguments, repeats: int,
-                min_time: float) -> dict[str, Any]:
+                min_time: float, warm_seconds: float = WARM_UP_SECONDS) -> dict[str, Any]:
     """One (objective, derivative): every library's first call, jacacc's and PyTorch's results checked
     against JAX's, then the libraries that ran (and were right) timed warm in interleaved rounds."""
     row: dict[str, Any] = {"objective": objective.name, "source": objective.source, "n": n,
@@ -933,7 +940,8 @@ def measure_row(objective: Objective, n: int, derivative: str, args: Arguments, 
         parts[library] = part
         del result
     timed = list(calls)
-    for library, samples in zip(timed, interleaved_samples([calls[lib] for lib in timed], repeats, min_time),
+    for library, samples in zip(timed, interleaved_samples([calls[lib] for lib in timed], repeats, min_time,
+                                                                   warm_seconds),
                                 strict=True):
         parts[library].update(best_s=min(samples), median_s=statistics.median(samples), samples=samples)
     jacacc = parts["jacacc"]
@@ -951,10 +959,11 @@ def measure_row(objective: Objective, n: int, derivative: str, args: Arguments, 
     return row
 
 
-def measure_objective(objective: Objective, n: int, args: Arguments, repeats: int, min_time: float) -> list[dict]:
+def measure_objective(objective: Objective, n: int, args: Arguments, repeats: int, min_time: float,
+                      warm_seconds: float = WARM_UP_SECONDS) -> list[dict]:
     """The gradient, and the Hessian where the parameters number at most :data:`HESSIAN_MAX_PARAMS`."""
     derivatives = DERIVATIVES if parameter_count(args[0]) <= HESSIAN_MAX_PARAMS else DERIVATIVES[:1]
-    return [measure_row(objective, n, d, args, repeats, min_time) for d in derivatives]
+    return [measure_row(objective, n, d, args, repeats, min_time, warm_seconds) for d in derivatives]
 
 
 # =========================================================================== summary and table
@@ -1079,17 +1088,19 @@ def main(argv: list[str] | None = None) -> int:
     objectives = [BY_NAME[name] for name in args.objectives]
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
     min_time = 0.0 if args.quick else MIN_SAMPLE_S
+    warm_seconds = 0.0 if args.quick else WARM_UP_SECONDS
     size = 0 if args.quick else 1
     breadth = sibling("tensor_breadth")
     params: dict[str, Any] = {
         "objectives": {o.name: {"source": o.source, "n": o.sizes[size], "torch_twin": o.torch} for o in objectives},
-        "quick": args.quick, "repeats": repeats, "warm_up_calls": WARM_UP_CALLS, "min_sample_s": min_time,
+        "quick": args.quick, "repeats": repeats, "warm_up_calls": WARM_UP_CALLS,
+        "warm_up_seconds": warm_seconds, "min_sample_s": min_time,
         "dtype": "float64", "rtol": RTOL, "hessian_max_params": HESSIAN_MAX_PARAMS, "reference": "jax",
         "methods": METHODS,
         "error": "max |result − reference| / max |reference| over every entry",
         "first_call": "trace + plan (or compile) + one evaluation, in this process; caches (jacacc's plans and "
                       "on-disk kernel cache, JAX's and Numba's) were whatever the process and machine had",
-        "timing": f"{WARM_UP_CALLS} warm-up calls, then `repeats` rounds timing every library once (a call looped "
+        "timing": f"warm-up calls (at least {WARM_UP_CALLS}, for at least {warm_seconds} s), then `repeats` rounds timing every library once (a call looped "
                   "for at least `min_sample_s` and averaged); best and median sample",
         "ratio": "jax (torch) best warm time / jacacc best warm time (> 1: jacacc faster)",
         "threads": 1, "load_average_before": load_average(), "source": source_state(breadth),
@@ -1114,7 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
             n = objective.sizes[size]
             data = objective.arguments(n, np.random.default_rng([args.seed, i]))
             began = time.perf_counter()
-            new = measure_objective(objective, n, data, repeats, min_time)
+            new = measure_objective(objective, n, data, repeats, min_time, warm_seconds)
             for row in new:
                 row["objective_wall_s"] = time.perf_counter() - began
                 print(f"{objective.name:<24} {row['derivative']:<8} {row['status']:<8} "

@@ -89,7 +89,7 @@ def test_a_refusal_is_a_row_not_a_crash(script, monkeypatch):
     import jax
 
     with jax.enable_x64(True):
-        row = script.measure_row(objective, 4, "gradient", args, 1, 0.0)
+        row = script.measure_row(objective, 4, "gradient", args, 1, 0.0, warm_seconds=0.0)
     assert row["status"] == "refused" and row["right"] is None
     assert row["refused"] == "UnsupportedOperationError: np.isnan is not supported by jacacc.tensor"
     assert row["warm_s"]["jacacc"] is None and row["jax_over_jacacc"] is None
