@@ -20,8 +20,12 @@ multiplications; any other constant, a zero that constants cancel to included
 (:func:`~jacacc.tensor.expr.cancelled`), is a number and multiplies as one (∞·0 is NaN, as on
 NumPy).
 
-Where it is not used: a program with a general function other than the structural ones (the
-LAPACK operators, sorting), or with more than :data:`MAX_INSTRUCTIONS` scalar operations (its
+``np.max``/``np.min``'s derivative weights (``extremum_weights``, also behind ``logsumexp``) are
+written out as a running ``maximum`` (``minimum``), each entry's ``eq`` with it, and a division by
+the ties' count; small LU factorizations as branch-free pivoting (:data:`FACTORIZATIONS`).
+
+Where it is not used: a program with a general function other than these (the other LAPACK
+operators, sorting), or with more than :data:`MAX_INSTRUCTIONS` scalar operations (its
 FLOPs), is left to the NumPy program, and so is one where the table does not run faster
 (:class:`~jacacc.tensor.evaluate.Program` times both).
 
@@ -325,6 +329,27 @@ def _factorization(writer: _Writer, node: Tensor, args: list[Any], factored: dic
     return out
 
 
+def _extremum_weights(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
+    """The operator ``extremum_weights`` (:func:`jacacc.tensor.arrays.extremum_weights`) entry by entry:
+    per group over ``axes`` the running ``maximum`` (``minimum``), through which a NaN propagates as
+    through NumPy's ``max``; each entry's ``eq`` with it; and that over their count: ``1/ties`` at the
+    extremal entries, 0 elsewhere, and ``0/0`` (NaN) throughout a group holding a NaN, as the operator."""
+    kept = [k for k in range(x.ndim) if k not in axes]
+    order = kept + list(axes)
+    grouped = x.transpose(order)
+    pick = "maximum" if largest else "minimum"
+    out = np.empty(grouped.shape, dtype=object)
+    for outer in np.ndindex(*grouped.shape[:len(kept)]):
+        entries = [_symbol(writer, e) for e in grouped[outer].reshape(-1)]
+        best = reduce(lambda a, b: writer.apply(pick, a, b), entries)
+        ties = [writer.apply("eq", e, best) for e in entries]
+        count = reduce(lambda a, b: a + b, ties)
+        weights = np.empty(len(ties), dtype=object)
+        weights[:] = [writer.apply("div", t, count) for t in ties]
+        out[outer] = weights.reshape(grouped.shape[len(kept):])
+    return out.transpose(np.argsort(order))
+
+
 def _operator(node: Tensor, args: list[Any]) -> np.ndarray:
     name, options, index = node.param
     if any(isinstance(a, _Factors) for a in args):
@@ -445,6 +470,8 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
             values[id(node)] = _entries(reduce(lambda a, b: _entries(a + b, node.shape), args), node.shape)
         elif node.kind == "unary":
             values[id(node)] = _entries(_elementwise(writer, *node.param, args), node.shape)
+        elif node.kind == "op" and node.param[0] == "extremum_weights":
+            values[id(node)] = _extremum_weights(writer, args[0], **dict(node.param[1]))
         elif node.kind == "op" and node.param[0] in FACTORIZATIONS:
             values[id(node)] = _factorization(writer, node, args, factored)
             factorized = True

@@ -13,6 +13,7 @@ from jacacc.tensor import scalarize
 from jacacc.tensor.api import _derive
 from jacacc.tensor.evaluate import Program
 from jacacc.tensor.expr import cancelled, einsum, unary, var
+from jacacc.tensor.operators import apply_operator
 from jacacc.tensor.trace import trace
 
 pytest.importorskip("numba")
@@ -53,6 +54,23 @@ def test_the_table_gives_the_numpy_program_s_derivatives(name, order):
     # the tables of the tests below)
     (got,) = table.reference(POINT)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_extremum_weights_are_written_out_with_ties_infinities_and_nans(largest):
+    """np.max/np.min's derivative weights (logsumexp's shift): 1/ties at the extremum, NaN in a
+    group holding a NaN, over any axes, as the operator computes them on NumPy arrays."""
+    x = var("x", (3, 2, 4))
+    (weights,) = apply_operator("extremum_weights", [x], axes=(0, 2), largest=largest)
+    (rows,) = apply_operator("extremum_weights", [x], axes=(2,), largest=largest)
+    point = np.random.default_rng(5).normal(size=(3, 2, 4))
+    point[0, 0, :2] = point[2, 0, 3] = 4.0 if largest else -4.0       # a three-way tie
+    point[1, 1, 1] = np.inf if largest else -np.inf
+    point[2, 1, 0] = np.nan                                          # one group's NaN
+    table = scalarize.scalar_program([weights, rows], [x])
+    for got, want in zip(table.reference(point), Program([weights, rows], [x])(point), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert np.all(np.isnan(table.reference(point)[0][:, 1]))
 
 
 def test_the_numba_interpreter_runs_the_table():
