@@ -53,6 +53,7 @@ test-slow: $(VENV)/.test-installed
 experiments: $(VENV)/.test-installed
 	$(PY) experiments/compare_methods.py
 	$(PY) experiments/heuristic_runtime.py
+	$(PY) experiments/heuristic_scale.py
 	$(PY) experiments/structure_methods.py
 	$(PY) experiments/realize_expressions.py
 	$(PY) experiments/search_benchmark.py

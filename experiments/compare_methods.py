@@ -74,8 +74,10 @@ def to_row(record: dict) -> dict:
            "n_outputs": size.get("outputs"), "n_edges": size.get("edges"), "n_faces": size.get("faces"),
            "mode": record["mode"], "method": record["method"], "lower_bound": result.get("structural_lower_bound")}
     if record["status"] == "ok":
+        # where optimize kept forward or reverse mode over the method's own order, what that order cost
         return {**row, "mults": result["mults"], "adds": result["adds"], "fill_ins": result["fill_ins"],
-                "seconds": result["optimize_seconds"], "verified": result.get("verified")}
+                "seconds": result["optimize_seconds"], "verified": result.get("verified"),
+                "baseline": result.get("baseline"), "method_mults": result.get("method_mults")}
     # skipped by a limit, or the method refused / failed (e.g. an exact method above its size limit)
     return {**row, "mults": None, "skipped": result.get("skipped") or record["error"] or record["status"]}
 

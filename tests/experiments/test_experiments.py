@@ -17,10 +17,12 @@ def results(tmp_path_factory):
     figures = tmp_path_factory.mktemp("figures")
     compare = load_experiment("compare_methods")
     runtime = load_experiment("heuristic_runtime")
+    scale = load_experiment("heuristic_scale")
     # anneal's time limit cut from its default 10 s: the record, not the search, is under test
     assert compare.main(["--problems", "RoeFlux_1d", "chain_50", "--time-limit", "0.5", "--out", str(out),
                          "--figures", str(figures)]) == 0
     assert runtime.main(["--sizes", "60", "150", "--out", str(out), "--figures", str(figures)]) == 0
+    assert scale.main(["--sizes", "100", "400", "--out", str(out), "--figures", str(figures)]) == 0
     return out, figures
 
 
@@ -62,6 +64,20 @@ def test_heuristic_runtime_record(results):
     assert all(r["seconds"] >= 0 and r["mults"] > 0 for r in rows)
     assert {r["mode"] for r in rows} == {"vertex", "edge"}
     assert (figures / "heuristic_runtime.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_heuristic_scale_record(results):
+    """Each method's own order, replayed, against forward and reverse mode's degree counts; the
+    checked cost is what optimize returns."""
+    out, figures = results
+    rows = read_record(out / "heuristic_scale.json")["results"]["rows"]
+    assert {r["size"] for r in rows} == {100, 400}
+    graph = load_experiment("heuristic_scale").graph_of_size(400, 0)
+    for r in (r for r in rows if r["size"] == 400 and r["method"] in ("markowitz", "min_fill")):
+        assert r["mults"] == jacacc.optimize(graph, method=r["method"], seed=0, baselines=False).mults
+        assert r["checked_mults"] == jacacc.optimize(graph, method=r["method"], seed=0).mults
+        assert r["checked_mults"] == min(r["mults"], r["forward"], r["reverse"])
+    assert (figures / "heuristic_scale.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_docs_block_is_rendered_from_the_records(results, tmp_path):
