@@ -3,11 +3,16 @@
 Each case is an array-valued function of a parameter vector written with SciPy and with
 ``jax.scipy``: its traced value against SciPy's own on plain arrays (rtol 1e-12), and the
 gradient and Hessian of a weighted sum of it against JAX's in forward, reverse and
-cross-country mode (rtol 1e-10).  Then frozen distributions, the class-method places of
+cross-country mode (rtol 1e-10) — the distributions with shape parameters, the cdf family and
+``allow_singular`` in one mode each in `make test` (rotating), in the other two under the
+``exhaustive`` marker.  Then frozen distributions, the class-method places of
 ``register_library``, and each refusal's one-line message.
 """
 
 from __future__ import annotations
+
+import functools
+import types
 
 import numpy as np
 import pytest
@@ -43,8 +48,8 @@ def _jax_derivatives(g, theta):
     return np.asarray(grad), np.asarray(hess)
 
 
-def _check(h, h_jax, theta=THETA):
-    """``h(θ)`` traced against SciPy's value; ``Σ W·h`` differentiated against JAX in every mode."""
+def _check(h, h_jax, theta=THETA, modes=MODES):
+    """``h(θ)`` traced against SciPy's value; ``Σ W·h`` differentiated against JAX in ``modes`` (every mode)."""
     expected = np.asarray(h(theta))                          # plain arrays: SciPy itself
     value, _ = jt.vjp(h, theta)
     np.testing.assert_allclose(value, expected, rtol=1e-12, atol=1e-300)
@@ -58,9 +63,16 @@ def _check(h, h_jax, theta=THETA):
 
     grad, hess = _jax_derivatives(g, theta)
     assert np.all(np.isfinite(grad)) and np.abs(grad).max() > 1e-3 and np.abs(hess).max() > 1e-3
-    for mode in MODES:
+    for mode in modes:
         np.testing.assert_allclose(jt.grad(f, mode=mode)(theta), grad, rtol=1e-10, atol=1e-13, err_msg=mode)
         np.testing.assert_allclose(jt.hessian(f, mode=mode)(theta), hess, rtol=1e-10, atol=1e-13, err_msg=mode)
+
+
+def _rotated(names):
+    """One mode per name in make test, the modes rotating across the names; the other two under the
+    exhaustive marker."""
+    return [pytest.param(name, mode, marks=() if j == k % 3 else pytest.mark.exhaustive, id=f"{name}-{mode}")
+            for k, name in enumerate(names) for j, mode in enumerate(MODES)]
 
 
 # ---------------------------------------------------------------------------- univariate densities
@@ -137,6 +149,253 @@ def test_logcdf_tail_matches_log_ndtr_to_37_sigma():
     np.testing.assert_allclose(gradient[3:], scipy.stats.norm.pdf(z[3:]), rtol=1e-10)
 
 
+# ---------------------------------------------------------------------------- distributions with shape parameters
+# beta, chi2, gamma and t (their shape parameters, x, loc and scale all traced), the cdf family of every
+# distribution whose log density is traced, and poisson's in μ.  In make test each case in one mode (the
+# modes rotate) against mpmath's derivatives of the same formulas (20 digits; the values are checked
+# against SciPy's, so the formulas are SciPy's functions): JAX compiles these Hessians for seconds.  Under
+# `exhaustive`, every case in the other two modes and against JAX in all three.
+def _mp():
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 20
+    return mpmath
+
+
+def _shape_parts(t):
+    """x, y, u = [0.25, 0.5, 0.7] + θ[:3]/10 (z in (0, 1): beta's support), loc, scale, and shapes a, b."""
+    return [0.25 + 0.1 * t[0], 0.5 + 0.1 * t[1], 0.7 + 0.1 * t[2]], 0.1 * t[3], 1.2 + t[4] ** 2, 1.5 + t[5] ** 2, 2.0 + t[0]
+
+
+def _densities(t, xp=np):
+    """Eight log densities and densities of beta, chi2, gamma, t: ``xp`` is NumPy (SciPy), jax.numpy or mpmath."""
+    (x, y, u), loc, scale, a, b = _shape_parts(t)
+    stats = scipy.stats if xp is np else jstats if xp is jnp else _MpStats
+    rows = [stats.beta.logpdf(x, a, b, loc, scale), stats.beta.pdf(y, b, a, loc=loc, scale=scale),
+            stats.chi2.logpdf(u, 2 * a, loc, scale), stats.chi2.pdf(3 * x, b, scale=scale),
+            stats.gamma.logpdf(y, a, loc, scale), stats.gamma.pdf(3 * u, b, loc=loc),
+            stats.t.logpdf(x - 0.5, b, loc, scale), stats.t.pdf(3 * y, a, loc=loc, scale=scale)]
+    return rows if xp is _MP else xp.stack(rows)
+
+
+#: constant shape parameters of the cdf family (a derivative in them has no closed form)
+CDF_SHAPES = {"beta": (2.0, 3.5), "chi2": (3.0,), "gamma": (1.7,), "t": (4.5,)}
+TAILS = ("cdf", "logcdf", "sf", "logsf")
+
+
+def _shape_tails(t, xp=np):
+    """The cdf family of beta, chi2, gamma and t at one point each, x, loc and scale traced."""
+    x, loc, scale = 0.45 + 0.1 * t[0], 0.1 * t[3], 1.2 + t[4] ** 2
+    stats = scipy.stats if xp is np else _JaxTails if xp is jnp else _MpStats
+    rows = [getattr(getattr(stats, name), method)(x * {"beta": 1.0, "t": 4.0}.get(name, 3.0) - (name == "t") * 1.5,
+                                                  *shapes, loc, scale)
+            for name, shapes in CDF_SHAPES.items() for method in TAILS]
+    return rows if xp is _MP else xp.stack(rows)
+
+
+#: the distributions without shape parameters, with the methods JAX has
+STANDARD_TAILS = {"expon": TAILS, "cauchy": TAILS, "laplace": ("cdf",), "logistic": ("cdf", "sf"),
+                  "uniform": ("cdf",)}
+
+
+def _standard_tails(t, xp=np):
+    x, loc, scale = 1.3 + 0.1 * t[1], -0.2 + 0.1 * t[3], 1.2 + t[4] ** 2
+    stats = scipy.stats if xp is np else jstats if xp is jnp else _MpStats
+    rows = [getattr(getattr(stats, name), method)(x, loc=loc, scale=scale * (2.0 if name == "uniform" else 1.0))
+            for name, methods in STANDARD_TAILS.items() for method in methods]
+    return rows if xp is _MP else xp.stack(rows)
+
+
+COUNTS_DATA = np.array([0.0, 2.0, 3.7, 9.0])     # a non-integer count: the cdf at its floor
+
+
+def _poisson_tails(t, xp=np):
+    if xp is _MP:
+        mu = [_MP.exp(v) for v in t[:4]]
+        k = [int(np.floor(c)) + 1 for c in COUNTS_DATA]
+        cdf = [_MP.gammainc(kk, m, _MP.inf, regularized=True) for kk, m in zip(k, mu, strict=True)]
+        sf = [_MP.gammainc(kk, 0, m, regularized=True) for kk, m in zip(k, mu, strict=True)]
+        return cdf + [_MP.log(c) for c in cdf] + sf + [_MP.log(c) for c in sf]
+    mu = xp.exp(t[:4])
+    if xp is jnp:     # JAX has poisson's cdf alone: its sf is P(⌊k⌋ + 1, μ)
+        from jax.scipy.special import gammainc
+
+        cdf, sf = jstats.poisson.cdf(COUNTS_DATA, mu), gammainc(np.floor(COUNTS_DATA) + 1, mu)
+        return xp.stack([cdf, xp.log(cdf), sf, xp.log(sf)])
+    return xp.stack([getattr(scipy.stats.poisson, m)(COUNTS_DATA, mu) for m in TAILS])
+
+
+#: each case's function of θ, and the entries of θ it reads (mpmath differentiates in those alone)
+SHAPE_CASES = {"poisson_tails": _poisson_tails, "densities": _densities, "shape_tails": _shape_tails,
+               "standard_tails": _standard_tails}
+READS = {"densities": range(6), "shape_tails": (0, 3, 4), "standard_tails": (1, 3, 4), "poisson_tails": range(4)}
+
+
+# ---- mpmath's spelling of the distributions (scalars)
+#: mpmath's functions these spellings use (filled on first use: mpmath is an optional dependency)
+_MP = types.SimpleNamespace()
+
+
+class _MpDistribution:
+    """One distribution in mpmath: its log density, cdf and sf of z and the shape parameters, called
+    with SciPy's signature (``x`` a scalar or a list of them)."""
+
+    def __init__(self, log_density, cdf=None, sf=None):
+        self.log_density, self.cdf_of_z, self.sf_of_z = log_density, cdf, sf
+        self.n_shapes = log_density.__code__.co_argcount - 1
+
+    def _call(self, x, args, loc, scale, of_z):
+        shapes, rest = args[:self.n_shapes], list(args[self.n_shapes:])
+        loc, scale = (rest + [loc, scale][len(rest):])[:2]
+        return [of_z((v - loc) / scale, shapes, scale) for v in x] if isinstance(x, list) else \
+            of_z((x - loc) / scale, shapes, scale)
+
+    def logpdf(self, x, *args, loc=0.0, scale=1.0):
+        return self._call(x, args, loc, scale, lambda z, shapes, s: self.log_density(z, *shapes) - _MP.log(s))
+
+    def pdf(self, x, *args, loc=0.0, scale=1.0):
+        return self._call(x, args, loc, scale, lambda z, shapes, s: _MP.exp(self.log_density(z, *shapes)) / s)
+
+    def tail(self, method, x, args, loc, scale):
+        of = self.cdf_of_z if method in ("cdf", "logcdf") else self.sf_of_z
+        value = self._call(x, args, loc, scale, lambda z, shapes, s: of(z, *shapes))
+        return _MP.log(value) if method.startswith("log") else value
+
+
+for _method in TAILS:
+    setattr(_MpDistribution, _method, lambda self, x, *args, loc=0.0, scale=1.0, _m=_method:
+            self.tail(_m, x, args, loc, scale))
+
+
+def _mp_distributions():
+    mp = _MP
+    lg = mp.loggamma
+
+    def reg(f):
+        return lambda *args: f(*args, regularized=True)
+
+    def t_lower(z, df):      # ½·I_{ν/(ν + z²)}(ν/2, ½): the tail beyond |z|
+        return reg(mp.betainc)(df / 2, mp.mpf(0.5), 0, df / (df + z * z)) / 2
+
+    return {
+        "beta": _MpDistribution(lambda z, a, b: (a - 1) * mp.log(z) + (b - 1) * mp.log(1 - z) - lg(a) - lg(b) + lg(a + b),
+                                lambda z, a, b: reg(mp.betainc)(a, b, 0, z), lambda z, a, b: reg(mp.betainc)(a, b, z, 1)),
+        "chi2": _MpDistribution(lambda z, df: (df / 2 - 1) * mp.log(z) - z / 2 - lg(df / 2) - df / 2 * mp.log(2),
+                                lambda z, df: reg(mp.gammainc)(df / 2, 0, z / 2),
+                                lambda z, df: reg(mp.gammainc)(df / 2, z / 2, mp.inf)),
+        "gamma": _MpDistribution(lambda z, a: (a - 1) * mp.log(z) - z - lg(a), lambda z, a: reg(mp.gammainc)(a, 0, z),
+                                 lambda z, a: reg(mp.gammainc)(a, z, mp.inf)),
+        "t": _MpDistribution(lambda z, df: lg((df + 1) / 2) - lg(df / 2) - mp.log(df * mp.pi) / 2
+                             - (df + 1) / 2 * mp.log(1 + z * z / df),
+                             lambda z, df: t_lower(z, df) if z < 0 else 1 - t_lower(z, df),
+                             lambda z, df: 1 - t_lower(z, df) if z < 0 else t_lower(z, df)),
+        "expon": _MpDistribution(lambda z: -z, lambda z: 1 - mp.exp(-z), lambda z: mp.exp(-z)),
+        "cauchy": _MpDistribution(lambda z: -mp.log(mp.pi * (1 + z * z)), lambda z: 0.5 + mp.atan(z) / mp.pi,
+                                  lambda z: 0.5 - mp.atan(z) / mp.pi),
+        "laplace": _MpDistribution(lambda z: -abs(z) - mp.log(2),
+                                   lambda z: mp.exp(z) / 2 if z < 0 else 1 - mp.exp(-z) / 2),
+        "logistic": _MpDistribution(lambda z: -z - 2 * mp.log(1 + mp.exp(-z)), lambda z: 1 / (1 + mp.exp(-z)),
+                                    lambda z: 1 / (1 + mp.exp(z))),
+        "uniform": _MpDistribution(lambda z: mp.mpf(0), lambda z: z),
+    }
+
+
+class _MpStats:
+    """``scipy.stats``' spelling for mpmath scalars (filled on first use)."""
+
+
+class _JaxTails:
+    """jax.scipy.stats' cdf family, with t's (JAX has only its densities) from betainc."""
+
+    beta, chi2, gamma = jstats.beta, jstats.chi2, jstats.gamma
+
+    class t:  # noqa: N801 - scipy.stats' name
+        pass
+
+
+def _jax_t_tail(method):
+    def tail(x, df, loc=0.0, scale=1.0):
+        from jax.scipy.special import betainc
+
+        z = (x - loc) / scale
+        lower = 0.5 * betainc(df / 2, 0.5, df / (df + z * z))
+        value = jnp.where(z < 0, lower, 1 - lower) if method in ("cdf", "logcdf") else jnp.where(z < 0, 1 - lower, lower)
+        return jnp.log(value) if method.startswith("log") else value
+
+    return staticmethod(tail)
+
+
+for _method in TAILS:
+    setattr(_JaxTails.t, _method, _jax_t_tail(_method))
+del _method
+
+
+@functools.cache
+def _mpmath_reference(case):
+    """Σ W·h(θ)'s gradient and Hessian at THETA, h spelled in mpmath (its numerical derivatives)."""
+    mp = _mp()
+    if not hasattr(_MP, "mpf"):
+        for name in ("mpf", "log", "exp", "gammainc", "betainc", "loggamma", "inf", "pi", "atan"):
+            setattr(_MP, name, getattr(mp, name))
+        for name, distribution in _mp_distributions().items():
+            setattr(_MpStats, name, distribution)
+    h = SHAPE_CASES[case]
+    weights = _weights(np.shape(h(THETA))).ravel()
+
+    def f(*t):
+        rows = h(list(t), _MP)
+        flat = [v for row in rows for v in (row if isinstance(row, list) else [row])]
+        return sum(w * v for w, v in zip(weights, flat, strict=True))
+
+    n, reads = THETA.size, list(READS[case])
+    unit = lambda *ks: tuple(sum(k == i for k in ks) for i in range(n))   # noqa: E731
+    grad, hess = np.zeros(n), np.zeros((n, n))
+    for i in reads:
+        grad[i] = float(mp.diff(f, THETA.tolist(), unit(i)))
+        for j in reads[reads.index(i):]:
+            hess[i, j] = hess[j, i] = float(mp.diff(f, THETA.tolist(), unit(i, j)))
+    return grad, hess
+
+
+@pytest.mark.parametrize(("case", "mode"), _rotated(SHAPE_CASES))
+def test_distributions_with_shapes_and_tails(case, mode):
+    h = SHAPE_CASES[case]
+    value, _ = jt.vjp(h, THETA)
+    np.testing.assert_allclose(value, h(THETA), rtol=1e-13, atol=1e-300)     # SciPy's own values
+    W = _weights(value.shape)
+    f = lambda t: np.sum(h(t) * W)    # noqa: E731
+    grad, hess = _mpmath_reference(case)
+    np.testing.assert_allclose(jt.grad(f, mode=mode)(THETA), grad, rtol=1e-10, atol=1e-13, err_msg=mode)
+    np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hess, rtol=1e-9, atol=1e-12, err_msg=mode)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("case", list(SHAPE_CASES))
+def test_distributions_with_shapes_and_tails_against_jax(case):
+    h = SHAPE_CASES[case]
+    _check(h, lambda t: h(t, jnp))
+
+
+def test_shape_distributions_off_the_support_and_at_zero():
+    x = np.array([-0.5, 0.0, 0.5, 1.0, 1.5])
+    h = lambda x: np.stack([scipy.stats.beta.logpdf(x, 2.0, 3.0), scipy.stats.gamma.logpdf(x, 1.0),   # noqa: E731
+                            scipy.stats.chi2.logpdf(x, 2), scipy.stats.beta.cdf(x, 2.0, 3.0)])
+    exponentials = lambda x: scipy.stats.gamma.logpdf(x, 1.0) + 2 * scipy.stats.chi2.logpdf(x, 2)   # noqa: E731
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value, _ = jt.vjp(h, x)
+        np.testing.assert_array_equal(value, h(x))
+        # gamma(1) and chi2(2) are exponentials: smooth at 0 (log z is not read where a − 1 = 0), −inf below
+        np.testing.assert_array_equal(jt.grad(lambda x: np.sum(exponentials(x)))(x), [0.0, -2.0, -2.0, -2.0, -2.0])
+        assert np.all(jt.hessian(lambda x: np.sum(exponentials(x)))(x) == 0.0)
+        # beta: derivative 0 off [0, 1], where its cdf is constant too
+        np.testing.assert_array_equal(jt.grad(lambda x: np.sum(scipy.stats.beta.logpdf(x, 2.0, 3.0)))(x)[[0, 4]],
+                                      [0.0, 0.0])
+        np.testing.assert_array_equal(jt.grad(lambda x: np.sum(scipy.stats.beta.cdf(x, 2.0, 3.0)))(x)[[0, 4]],
+                                      [0.0, 0.0])
+        # a shape parameter off its domain: NaN, as SciPy
+        value, _ = jt.vjp(lambda a: scipy.stats.gamma.logpdf(0.5, a), np.array([0.3, -1.0]))
+    np.testing.assert_array_equal(np.isnan(value), [False, True])
+
+
 # ---------------------------------------------------------------------------- poisson
 COUNTS = np.array([0, 1, 3, 7])
 
@@ -175,6 +434,76 @@ def test_multivariate_normal():
                                 mvn.logpdf(POINTS * t[5], mean=POINTS[1], cov=fixed)])
 
     _check(h, lambda t: h(t, jnp))
+
+
+def _singular_cov():
+    """A rank-2 covariance in four dimensions, A Aᵀ, its support the column space of A."""
+    factor = np.array([[1.0, 0.3], [0.2, -0.8], [0.5, 0.5], [-0.4, 1.1]])
+    return factor, factor @ factor.T
+
+
+SINGULAR_POINTS = np.array([[0.3, -0.5], [1.2, 0.4], [-0.7, 0.9]])   # coefficients of three points of the support
+SIGNS = np.array([1.0, -1.0])
+
+
+def _singular_density(t, xp=np):
+    """x = A(P + θ[4:6]) and mean = A(θ[:2] ⊙ (1, −1)), both traced and on the support: the log densities
+    of the three points and the density of the first, SciPy's (``xp`` NumPy) or the rank-2 normal's
+    −½(2·log 2π + log det(AᵀA) + (x − μ)ᵀ cov⁺ (x − μ)) in JAX."""
+    factor, cov = _singular_cov()
+    mean = factor @ (t[:2] * SIGNS)
+    x = (SINGULAR_POINTS + t[4:6]) @ factor.T
+    if xp is jnp:
+        dev = x - mean
+        log_density = -0.5 * (2 * np.log(2 * np.pi) + np.log(np.linalg.det(factor.T @ factor))
+                              + jnp.sum((dev @ np.linalg.pinv(cov)) * dev, axis=-1))
+        return jnp.concatenate([log_density, jnp.exp(log_density[:1])])
+    mvn = scipy.stats.multivariate_normal
+    return np.concatenate([mvn.logpdf(x, mean, cov, allow_singular=True),
+                           np.reshape(mvn.pdf(x[0], mean=mean, cov=cov, allow_singular=True), (1,))])
+
+
+def _singular_derivatives():
+    """The gradient and Hessian of Σ W·h for :func:`_singular_density` in closed form: x − μ = A u with
+    u = P + θ[4:6] − θ[:2] ⊙ (1, −1), and Aᵀ(AAᵀ)⁺A = I, so each log density is c − |u|²/2."""
+    factor, _ = _singular_cov()
+    u = SINGULAR_POINTS + THETA[4:6] - THETA[:2] * SIGNS
+    jacobian = np.zeros((2, 6))
+    jacobian[:, :2], jacobian[:, 4:] = -np.diag(SIGNS), np.eye(2)          # ∂u/∂θ, the same for every point
+    *w, w_pdf = _weights((4,))
+    density = np.exp(-0.5 * (2 * np.log(2 * np.pi) + np.log(np.linalg.det(factor.T @ factor)) + u[0] @ u[0]))
+    du = -(np.asarray(w)[:, None] * u).sum(axis=0) - w_pdf * density * u[0]
+    d2u = -sum(w) * np.eye(2) + w_pdf * density * (np.outer(u[0], u[0]) - np.eye(2))
+    return jacobian.T @ du, jacobian.T @ d2u @ jacobian
+
+
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=() if m == "reverse" else pytest.mark.exhaustive) for m in MODES])
+def test_multivariate_normal_allow_singular(mode):
+    """SciPy's pseudo-inverse density of a constant singular cov, traced in x and mean on the support."""
+    value, _ = jt.vjp(_singular_density, THETA)
+    np.testing.assert_allclose(value, _singular_density(THETA), rtol=1e-12)
+    f = lambda t: np.sum(_singular_density(t) * _weights((4,)))    # noqa: E731
+    grad, hess = _singular_derivatives()
+    np.testing.assert_allclose(jt.grad(f, mode=mode)(THETA), grad, rtol=1e-10, atol=1e-13, err_msg=mode)
+    np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hess, rtol=1e-10, atol=1e-13, err_msg=mode)
+
+
+@pytest.mark.exhaustive
+def test_multivariate_normal_allow_singular_against_jax():
+    _check(_singular_density, lambda t: _singular_density(t, jnp))
+
+
+def test_multivariate_normal_allow_singular_off_the_support_and_frozen():
+    factor, cov = _singular_cov()
+    null = np.linalg.svd(factor.T)[2][-1]                       # a direction off the support
+    x = np.stack([factor @ np.array([0.4, -0.3]), factor @ np.array([0.4, -0.3]) + 1e-3 * null])
+    f = lambda x: scipy.stats.multivariate_normal.logpdf(x, cov=cov, allow_singular=True)   # noqa: E731
+    value, _ = jt.vjp(f, x)
+    np.testing.assert_allclose(value, f(x), rtol=1e-12)
+    assert np.isfinite(value[0]) and value[1] == -np.inf
+    assert np.all(jt.grad(lambda x: f(x)[1])(x) == 0.0)
+    frozen = scipy.stats.multivariate_normal(np.zeros(4), cov, allow_singular=True)
+    np.testing.assert_allclose(jt.grad(lambda x: frozen.logpdf(x))(x[0]), -np.linalg.pinv(cov) @ x[0], rtol=1e-10)
 
 
 # ---------------------------------------------------------------------------- scipy.linalg
@@ -315,18 +644,24 @@ def test_scipy_classes_are_restored_and_serve_plain_arrays_inside_a_trace():
 # ---------------------------------------------------------------------------- refusals
 A = _spd(THETA, np)
 REFUSALS = {
-    "scipy.stats.gamma.logpdf is not supported by jacacc.tensor": lambda x: scipy.stats.gamma.logpdf(x, 2.0),
-    "scipy.stats.beta.pdf is not supported by jacacc.tensor": lambda x: scipy.stats.beta(2.0, 3.0).pdf(x),
-    "scipy.stats.expon.cdf is not supported by jacacc.tensor": lambda x: scipy.stats.expon.cdf(x),
+    "scipy.stats.lognorm.logpdf is not supported by jacacc.tensor": lambda x: scipy.stats.lognorm.logpdf(x, 2.0),
+    "scipy.stats.weibull_min.pdf is not supported by jacacc.tensor": lambda x: scipy.stats.weibull_min(2.0).pdf(x),
+    "scipy.stats.lognorm.cdf is not supported by jacacc.tensor": lambda x: scipy.stats.lognorm.cdf(x, 2.0),
+    "scipy.stats.t.cdf with a traced df is not supported by jacacc.tensor": lambda x: scipy.stats.t.cdf(0.5, x),
+    "scipy.stats.beta.logsf with a traced b is not supported": lambda x: scipy.stats.beta.logsf(0.5, 2.0, b=x),
+    "scipy.stats.t.logpdf: the parameter df is missing": lambda x: scipy.stats.t.logpdf(x),
     "scipy.stats.norm.ppf is not supported by jacacc.tensor": lambda x: scipy.stats.norm.ppf(x),
+    "scipy.stats.gamma.isf is not supported by jacacc.tensor": lambda x: scipy.stats.gamma.isf(x, 2.0),
     "scipy.stats.norm.logpdf with the keyword df is not supported": lambda x: scipy.stats.norm.logpdf(x, df=3),
     "scipy.stats.poisson.logpmf with a traced k is not supported": lambda x: scipy.stats.poisson.logpmf(x, 2.0),
     "scipy.stats.poisson.logpmf with a traced loc is not supported":
         lambda x: scipy.stats.poisson.logpmf(COUNTS[:3], 2.0, loc=x),
     "scipy.stats.binom.logpmf is not supported by jacacc.tensor": lambda x: scipy.stats.binom.logpmf(2, 5, x),
-    "scipy.stats.poisson.cdf is not supported by jacacc.tensor": lambda x: scipy.stats.poisson.cdf(2, x),
-    "scipy.stats.multivariate_normal.logpdf with allow_singular=True is not supported":
-        lambda x: scipy.stats.multivariate_normal.logpdf(x, allow_singular=True),
+    "scipy.stats.binom.cdf is not supported by jacacc.tensor": lambda x: scipy.stats.binom.cdf(2, 5, x),
+    "scipy.stats.poisson.logcdf with a traced k is not supported": lambda x: scipy.stats.poisson.logcdf(x, 2.0),
+    "scipy.stats.poisson.ppf is not supported by jacacc.tensor": lambda x: scipy.stats.poisson.ppf(x, 2.0),
+    "scipy.stats.multivariate_normal.logpdf with allow_singular=True and a traced cov is not supported":
+        lambda x: scipy.stats.multivariate_normal.logpdf(x, cov=np.diag(x), allow_singular=True),
     "scipy.stats.multivariate_normal(mean, cov) frozen with traced parameters is not supported":
         lambda x: scipy.stats.multivariate_normal(x).logpdf(x),
     "scipy.linalg.cho_factor with bogus is not supported by jacacc.tensor":
