@@ -27,6 +27,7 @@ from jacacc.tensor import library as _library  # noqa: F401 - registers the libr
 from jacacc.tensor import numpy_linalg as _numpy_linalg  # noqa: F401 - registers the np.linalg handlers
 from jacacc.tensor import numpy_more as _numpy_more  # noqa: F401 - registers more NumPy functions (roll, tile, mod, …)
 from jacacc.tensor import scipy_functions as _scipy_functions  # noqa: F401 - registers scipy.stats/linalg
+from jacacc.tensor import scipy_more as _scipy_more  # noqa: F401 - registers scipy.signal.convolve, solve_sylvester, …
 from jacacc.tensor import special as _special  # noqa: F401 - registers scipy.special's log-gamma family
 from jacacc.tensor.api import (
     CompressedHessian,

@@ -1,5 +1,6 @@
 """More of NumPy on traced tensors: rolls, tilings, flips, triangles, cross products, splits,
-finite differences, rounding, remainders, selections, offset diagonals and casts.
+finite differences, rounding, remainders, selections, offset diagonals, casts, convolutions,
+``linspace``, einsum's interleaved form and NumPy functions given lists of traced values.
 
 Every function is written with the tracer's existing building blocks, so its derivatives (of
 any order, in every mode) come from the calculus and keep their structure:
@@ -9,10 +10,30 @@ any order, in every mode) come from the calculus and keep their structure:
   ``flip``/``flipud``/``fliplr`` (slices of step −1), ``rot90`` (flips and a transposition),
   ``atleast_1d/2d/3d`` (unit axes), ``append`` (a concatenation), ``vsplit``/``hsplit``/``dsplit``
   (slices), ``diag(v, k)`` (a δ padded by ``|k|``), ``diagonal``/``trace`` with an offset and any
-  pair of axes (a transposition, a slice and the einsum ``…ii->…i``);
+  pair of axes (a transposition, a slice and the einsum ``…ii->…i``), ``rollaxis`` (a
+  transposition), ``column_stack`` (unit axes and a concatenation; a traced array given alone
+  is iterated along its first axis, as NumPy does), ``copy``/``ndarray.copy`` (the same node);
 * **arithmetic** — ``cross`` (products of components), ``gradient`` (differences of slices,
   divided as NumPy divides), ``rad2deg``/``deg2rad`` (a scaling), ``sinc`` (``sin(y)/y``
-  with NumPy's guard at 0, where a second-order Maclaurin polynomial gives JAX's derivatives);
+  with NumPy's guard at 0, where a second-order Maclaurin polynomial gives JAX's derivatives),
+  ``logaddexp2`` (NumPy's two-sided form ``max + LOG2E·log1p(exp2(−|x − y|))`` with the side
+  chosen by a selection, smooth through ties: JAX's ½/½ and curvature there; within an ulp
+  or two of NumPy's value, whose scalar ``exp2``/``log1p`` round otherwise than the vectorized
+  loops), ``linspace`` of traced ``start``/``stop`` (NumPy's ``k·step + start``, the last
+  entry ``stop``; ``retstep``, ``endpoint``, ``axis``), ``convolve`` of 1-D arrays in the modes
+  ``full``/``same``/``valid`` (:func:`convolve_nodes`: one operand gathered into its Toeplitz
+  arrangement — the constant one where one is, so the traced one meets only an einsum —
+  and contracted with the other by an einsum; the same sums as NumPy's in another order);
+* **einsum's interleaved form** — ``np.einsum(a, [0, 1], b, [1, 2], [0, 2])`` (``Ellipsis``
+  allowed) is translated to subscripts with NumPy's letters (0–25 ``A``–``Z``, 26–51
+  ``a``–``z``, so an implicit output comes in the integers' order);
+* **real input** — ``imag`` is zeros (a constant), ``angle`` 0 or π (180 with ``deg``) by the
+  sign bit (−0.0 gives π, as NumPy), piecewise constant, ``real_if_close`` the identity;
+* **lists of traced values** — NumPy's dispatch never looks inside a list, so ``np.sum``,
+  ``prod``, ``mean``, ``std``, ``var``, ``max``, ``min``, ``append`` and ``np.linalg.norm`` are
+  also traced by name (:func:`~jacacc.tensor.library.register_library`): a list or tuple
+  holding traced values (``np.mean([x, x + 2])``) is stacked, as ``np.array`` stacks it,
+  and the function called on the stack;
 * **selections** — ``tril``/``triu``, ``nan_to_num`` and ``select`` as the table's ``where``,
   whose untaken branch has derivative 0;
 * **piecewise-constant values** — ``floor``, ``ceil``, ``trunc``, ``rint``, ``round`` and the
@@ -26,13 +47,19 @@ any order, in every mode) come from the calculus and keep their structure:
   ``convert_element_type``).
 
 Values are NumPy's own, bit for bit: divisions are the table's ``div`` (not a product with a
-reciprocal), and a constant is applied in the order NumPy applies it.
+reciprocal), and a constant is applied in the order NumPy applies it — except where said
+(``logaddexp2``; a convolution's and an interleaved einsum's sums of products, rounded in the
+order of the einsum's evaluation).
 
 Refused in one line naming the function and the argument: ``np.partition`` (its arrangement
 of the entries around ``kth`` is NumPy's selection algorithm, not a sort; ``np.sort`` is
-supported), ``astype`` to an integer, boolean or complex type, ``np.gradient`` with coordinate
-arrays or ``edge_order=2``, ``out=``, ``nan_to_num(copy=False)`` (in place), traced shifts,
-counts and conditions that are not comparisons.
+supported), ``astype`` to an integer, boolean or complex type (and ``np.int64(x)``,
+``int(x)`` — the tracer's own refusals: an integer made from traced values indexes by the
+values), ``np.gradient`` with coordinate arrays or ``edge_order=2``, ``out=``,
+``nan_to_num(copy=False)`` (in place), traced shifts, counts and ``num``, a
+``linspace`` to a non-float ``dtype``, ``convolve`` modes NumPy does not know and operands that
+are not 1-D, and conditions that are not comparisons.  ``ndarray.all``/``any`` stay refused by
+name (the truth of traced values is data-dependent).
 
 Registration never replaces a handler silently: :func:`_register` raises a
 :class:`~jacacc.errors.RegistryError` when a function already has one, unless the handler it
@@ -48,6 +75,10 @@ Examples
 [1.0, 2.0, 0.0]
 >>> jt.grad(lambda x: np.sum(np.mod(x, 1.5)))(np.array([2.0, -1.0])).tolist()
 [1.0, 1.0]
+>>> jt.grad(lambda x: np.sum(np.linspace(x[0], x[1], 5)))(np.array([0.0, 1.0])).tolist()
+[2.5, 2.5]
+>>> jt.grad(lambda x: np.mean([x[0], x[1] ** 2]))(np.array([3.0, 2.0])).tolist()
+[0.5, 2.0]
 """
 
 from __future__ import annotations
@@ -81,15 +112,18 @@ from jacacc.tensor.arrays import (
     transpose_node,
 )
 from jacacc.tensor.expr import Tensor, index_letters
+from jacacc.tensor.library import _as_traced, _traced_inside, register_library
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 from jacacc.tensor.trace import (
     _FUNCTIONS,
     _METHODS,
+    _TRACE_DTYPE,
     _UFUNCS,
     Traced,
     _binary_elementwise,
     _broadcast_to,
     _diag,
+    _einsum,
     _is_mask,
     _node,
     _result_shape,
@@ -755,3 +789,248 @@ def _method_astype(a: Traced, dtype: Any, order: Any = "K", casting: Any = "unsa
 
 
 _register_methods(_method_astype, "astype")
+
+
+# ---------------------------------------------------------------------------- real input: imag, angle, real_if_close
+@_register(np.imag)
+def _np_imag(val: Any) -> Traced:
+    """``np.imag`` of a real array: zeros of its shape (a constant: derivative 0)."""
+    return Traced(E.zeros(_node(val).shape))
+
+
+@_register(np.angle)
+def _np_angle(z: Any, deg: Any = False) -> Traced:
+    """``np.angle`` of a real array: 0 where the sign bit is clear, π (180 with ``deg``) where it is
+    set (−0.0 included), NaN at NaN — NumPy's value, piecewise constant (derivative 0)."""
+    return _piecewise("angle", z, bool(deg))
+
+
+@_register(np.real_if_close)
+def _np_real_if_close(a: Any, tol: Any = 100) -> Traced:
+    """``np.real_if_close`` of a real array: the array itself."""
+    return Traced(_node(a))
+
+
+_PIECEWISE["angle"] = lambda xp, x, option: xp.angle(x, deg=option)
+
+_LOG2E = float(np.log2(np.e))
+
+
+def _logaddexp2(x: Any, y: Any) -> Traced:
+    """``np.logaddexp2`` as NumPy computes it: ``x + log2(1 + 2^(y − x))`` on the side where
+    ``x > y``, ``y + log2(1 + 2^(x − y))`` elsewhere, each logarithm ``LOG2E · log1p(…)``; the
+    exponent is selected before ``exp2`` (never positive, so never overflowing) and the
+    branch-free form on either side is smooth, so ties get JAX's ½/½ and its curvature.  Two
+    equal infinities give ``x + 1``, as NumPy.  NumPy's value within an ulp or two (its scalar
+    ``exp2``/``log1p`` against the vectorized loops here)."""
+    a, b = Traced(_node(x)), Traced(_node(y))
+    diff = a - b
+    ahead = diff > 0
+    low = _where(ahead, -diff, diff)  # −|x − y| with the derivative of the side taken
+    value = _where(ahead, a, b) + Traced(E.scale(_LOG2E, E.unary("log1p", E.unary("exp2", low.node))))
+    infinite_tie = (a == b) & (np.abs(a) == np.inf)
+    return _where(infinite_tie, a + 1.0, value)
+
+
+_register_ufuncs(_logaddexp2, "logaddexp2")
+
+
+# ---------------------------------------------------------------------------- rollaxis, column_stack, copy
+@_register(np.rollaxis)
+def _np_rollaxis(a: Any, axis: Any, start: Any = 0) -> Traced:
+    """``np.rollaxis``: ``axis`` moved to position ``start`` (NumPy's rule), a transposition."""
+    x = _node(a)
+    n = x.ndim
+    k = _axis("np.rollaxis", _integer("np.rollaxis", "axis", axis), x.shape)
+    s = _integer("np.rollaxis", "start", start)
+    if s < 0:
+        s += n
+    if not 0 <= s < n + 1:
+        raise TraceError(f"np.rollaxis: 'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+    if k < s:
+        s -= 1
+    order = [m for m in range(n) if m != k]
+    order.insert(s, k)
+    return Traced(transpose_node(x, order))
+
+
+@_register(np.column_stack)
+def _np_column_stack(tup: Any) -> Traced:
+    """``np.column_stack``: 0-d and 1-D entries become columns, 2-D ones stay; a concatenation along
+    axis 1 (a traced array given alone is iterated along its first axis, as NumPy does)."""
+    items = [tup[i] for i in range(len(tup))] if isinstance(tup, Traced) else list(tup)
+    columns = []
+    for item in items:
+        t = _node(item)
+        if t.ndim < 2:  # NumPy: array(t, ndmin=2).T
+            t = insert_unit_axes(t, tuple(range(t.ndim, 2)))
+        columns.append(t)
+    return Traced(concatenate_nodes(columns, 1, "np.column_stack"))
+
+
+@_register(np.copy)
+def _np_copy(a: Any, order: Any = "K", subok: Any = False) -> Traced:
+    """``np.copy`` and ``ndarray.copy``: the same values (traced arrays are never written in place)."""
+    return Traced(_node(a))
+
+
+_register_methods(lambda a, order="C": Traced(a.node), "copy")
+
+
+# ---------------------------------------------------------------------------- einsum's interleaved form
+def _sublist_letters(sublist: Any) -> str:
+    """Subscripts of one sublist of ``np.einsum``'s interleaved form: NumPy's letters (0–25 are
+    ``A``–``Z``, 26–51 ``a``–``z``, so the implicit output's alphabetical order is the integers'),
+    ``Ellipsis`` as ``...``."""
+    letters = []
+    for s in sublist:
+        if s is Ellipsis:
+            letters.append("...")
+        elif isinstance(s, numbers.Integral) and not isinstance(s, bool | np.bool_) and 0 <= s < 52:
+            letters.append(chr(ord("A") + int(s)) if s < 26 else chr(ord("a") + int(s) - 26))
+        else:
+            raise TraceError(f"np.einsum: subscript {s!r} of the interleaved form must be an integer in [0, 52) "
+                             "or Ellipsis")
+    return "".join(letters)
+
+
+@_register(np.einsum, replaces=_einsum)
+def _np_einsum(*operands: Any, **kwargs: Any) -> Traced:
+    """``np.einsum`` with subscripts (the tracer's own) or in the interleaved form ``einsum(a, [0, 1],
+    b, [1, 2], [0, 2])``, translated to subscripts."""
+    if operands and isinstance(operands[0], str):
+        return _einsum(*operands, **kwargs)
+    items = list(operands)
+    output = items.pop() if len(items) % 2 else None
+    arrays, sublists = items[0::2], items[1::2]
+    subscripts = ",".join(_sublist_letters(s) for s in sublists)
+    if output is not None:
+        subscripts += "->" + _sublist_letters(output)
+    return _einsum(subscripts, *arrays, **kwargs)
+
+
+# ---------------------------------------------------------------------------- linspace
+@_register(np.linspace)
+def _np_linspace(start: Any, stop: Any, num: Any = 50, endpoint: Any = True, retstep: Any = False,
+                 dtype: Any = None, axis: Any = 0, *, device: Any = None) -> Any:
+    """``np.linspace`` of traced ``start``/``stop`` (arrays broadcast), in NumPy's arithmetic:
+    ``k · step + start`` with ``step = (stop − start)/div`` (``k/div · (stop − start)`` where a
+    step is 0, as NumPy), the last entry ``stop`` itself when ``endpoint``."""
+    count = _integer("np.linspace", "num", num)
+    if count < 0:
+        raise TraceError(f"np.linspace: Number of samples, {count}, must be non-negative.")
+    if dtype is not None and np.dtype(dtype) not in (np.dtype(np.float64), _TRACE_DTYPE.get()):
+        raise UnsupportedOperationError(f"np.linspace with dtype={np.dtype(dtype)} is not supported by "
+                                        "jacacc.tensor (the plan's float type is)")
+    if device not in (None, "cpu"):
+        raise UnsupportedOperationError(f"np.linspace with device={device!r} is not supported by jacacc.tensor")
+    a, b = Traced(_node(start)), Traced(_node(stop))
+    div = count - 1 if endpoint else count
+    delta = b - a
+    ramp = np.arange(count, dtype=float).reshape((-1,) + (1,) * delta.ndim)
+    if div > 0:
+        step: Any = Traced(_divide(delta.node, float(div)))
+        zero = step == 0.0
+        if delta.ndim:  # NumPy takes the other form for every entry when any step is 0
+            zero = np.sum(zero) > 0.0
+        y = _where(zero, (ramp / div) * delta, ramp * step)
+    else:
+        step = np.nan
+        y = ramp * delta
+    y = y + a
+    if endpoint and count > 1:
+        last = insert_unit_axes(_broadcast_to(b.node, delta.shape), (0,))
+        y = Traced(concatenate_nodes([_basic_index(y.node, (slice(None, -1),)), last], 0, "np.linspace"))
+    k = _axis("np.linspace", axis, (0,) * y.ndim)
+    if k != 0:
+        order = list(range(1, y.ndim))
+        order.insert(k, 0)
+        y = Traced(transpose_node(y.node, order))
+    return (y, step) if retstep else y
+
+
+# ---------------------------------------------------------------------------- convolution
+def _window(name: str, mode: Any, n: Shape, m: Shape, same: Shape) -> list[tuple[int, int]]:
+    """Per axis, the first entry and the length of the full convolution's part that ``mode`` keeps
+    (centred as NumPy and SciPy centre it); ``same``: the shape ``"same"`` keeps."""
+    full = [p + q - 1 for p, q in zip(n, m, strict=True)]
+    if mode == "full":
+        lengths = full
+    elif mode == "same":
+        lengths = list(same)
+    elif mode == "valid":
+        lengths = [max(p, q) - min(p, q) + 1 for p, q in zip(n, m, strict=True)]
+    else:
+        raise TraceError(f"{name}: mode must be 'full', 'valid' or 'same', got {mode!r}")
+    return [((f - k) // 2, k) for f, k in zip(full, lengths, strict=True)]
+
+
+def convolve_nodes(x: Tensor, y: Tensor, window: Sequence[tuple[int, int]]) -> Tensor:
+    """The N-D convolution ``out[k] = Σ_j x[k − j]·y[j]`` of two tensors of one rank at the output
+    positions ``start ≤ k < start + length`` of each axis (``window``).
+
+    One operand is gathered into its Toeplitz arrangement ``T[j, k] = g[k − j]`` (0 off its
+    extent: the gather reads one zero padded after each axis) and contracted with the other by
+    an einsum.  The gathered one is the constant where one is (the traced one then reaches the
+    result through an einsum only, whose derivatives keep their structure), else the larger,
+    so that ``T`` holds ``size(other) · size(out)`` entries.
+    """
+    x_const, y_const = x.kind == "const", y.kind == "const"
+    if x_const != y_const:
+        g, c = (x, y) if x_const else (y, x)
+    else:
+        g, c = (x, y) if x.size >= y.size else (y, x)
+    d = g.ndim
+    index = []
+    for a, ((start, length), n, m) in enumerate(zip(window, g.shape, c.shape, strict=True)):
+        offsets = np.arange(start, start + length)[None, :] - np.arange(m)[:, None]  # k − j
+        offsets = np.where((offsets >= 0) & (offsets < n), offsets, n)  # n: the padded zero
+        shape = [1] * (2 * d)
+        shape[a], shape[d + a] = m, length
+        index.append(offsets.reshape(shape))
+    key = tuple(index)
+    widths = ((0, 1),) * d
+    if g.kind == "const":
+        toeplitz = E.const(np.pad(g.value, widths)[key])
+    else:
+        toeplitz = _advanced_index(apply_operator("pad", [g], widths=widths)[0], key)
+    j, k = index_letters(d), index_letters(d, d)
+    return E.einsum(f"{j},{j}{k}->{k}", c, toeplitz)
+
+
+@_register(np.convolve)
+def _np_convolve(a: Any, v: Any, mode: Any = "full") -> Traced:
+    """``np.convolve`` of 1-D arrays (traced or constant), modes ``full``, ``same`` (the longer
+    one's length) and ``valid``: :func:`convolve_nodes`."""
+    x, y = _at_least(_node(a), 1), _at_least(_node(v), 1)
+    if x.ndim > 1 or y.ndim > 1:
+        raise TraceError(f"np.convolve: the operands must be 1-D, got shapes {x.shape} and {y.shape}")
+    if x.size == 0 or y.size == 0:
+        raise TraceError(f"np.convolve: {'a' if x.size == 0 else 'v'} cannot be empty")
+    same = (max(x.shape[0], y.shape[0]),)
+    return Traced(convolve_nodes(x, y, _window("np.convolve", mode, x.shape, y.shape, same)))
+
+
+# ---------------------------------------------------------------------------- lists of traced values
+def _stacked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A NumPy function called with a list or tuple holding traced values (``np.mean([x, x + 2])``):
+    NumPy's dispatch never looks inside a list, so each such argument is stacked first (as
+    ``np.array`` stacks it) and the function called again, now dispatching to its handler."""
+
+    def stack_then_call(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(_as_traced(v, None) if isinstance(v, list | tuple) and _traced_inside(v) else v for v in args)
+        kwargs = {k: _as_traced(v, None) if isinstance(v, list | tuple) and _traced_inside(v) else v
+                  for k, v in kwargs.items()}
+        return original(*args, **kwargs)
+
+    stack_then_call.__name__ = f"stacked_{original.__name__}"
+    return stack_then_call
+
+
+#: NumPy functions given lists of traced values, traced by name (jacacc.tensor.library)
+_TAKING_LISTS = {"numpy:sum": np.sum, "numpy:prod": np.prod, "numpy:mean": np.mean, "numpy:std": np.std,
+                 "numpy:var": np.var, "numpy:max": np.max, "numpy:min": np.min, "numpy:append": np.append,
+                 "numpy.linalg:norm": np.linalg.norm}
+for _place, _function in _TAKING_LISTS.items():
+    register_library(_place)(_stacked(getattr(_function, "__jacacc_original__", _function)))
+del _place, _function

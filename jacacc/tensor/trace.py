@@ -199,7 +199,12 @@ class Traced:
             raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
         return handler(self, key)
 
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+    def __array__(self, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+        kind = np.dtype(dtype) if dtype is not None else None
+        if kind is not None and kind.kind in "iub":  # np.int64(x), np.bool_(x): NumPy asks for that dtype
+            raise UnsupportedOperationError(
+                f"np.{kind.name}() of a traced tensor is not supported by jacacc.tensor: an integer or boolean made "
+                "from traced values is data-dependent (piecewise constant; what it indexes depends on the values)")
         raise UnsupportedOperationError(
             "a traced tensor has no concrete values: an operation jacacc.tensor does not support tried to convert it "
             "to an ndarray"
@@ -210,6 +215,9 @@ class Traced:
 
     def __float__(self) -> float:
         raise UnsupportedOperationError("float() of a traced tensor: its value is not known while tracing")
+
+    def __int__(self) -> int:
+        raise UnsupportedOperationError("int() of a traced tensor: its value is not known while tracing")
 
     # ------------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,11 +78,13 @@ def _traced_value(f: Callable[..., Any], x: np.ndarray) -> np.ndarray:
     return np.asarray(jt.vjp(functools.partial(f, xp=np), x)[0])
 
 
-def check(f: Callable[..., Any], x: np.ndarray, reference_at: np.ndarray | None = None) -> None:
-    """Value against NumPy, gradient and Hessian against JAX in every main mode.
+def check(f: Callable[..., Any], x: np.ndarray, reference_at: np.ndarray | None = None,
+          modes: Sequence[str] = MODES, value_atol: float = 1e-300) -> None:
+    """Value against NumPy, gradient and Hessian against JAX in ``modes`` (every main mode).
 
     The value of a composite case is compared at 1e-14: the tracer sums terms in an order of its own
-    (each function alone is compared bit for bit in :func:`test_values_exactly`).
+    (each function alone is compared bit for bit in :func:`test_values_exactly`); ``value_atol``
+    where sums of products round otherwise (a convolution's entries near 0).
 
     ``reference_at``: where JAX's derivatives are taken (a cast's rounded input), if not at ``x``.
     """
@@ -91,10 +93,10 @@ def check(f: Callable[..., Any], x: np.ndarray, reference_at: np.ndarray | None 
         expected = f(x, np)
     value = _traced_value(f, x)
     assert value.shape == np.shape(expected)
-    np.testing.assert_allclose(value, expected, rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(value, expected, rtol=1e-14, atol=value_atol)
     s = _scalar(f, _weights(f, x))
     grad, hess = _jax_reference(s, x if reference_at is None else reference_at)
-    for mode in MODES:
+    for mode in modes:
         np.testing.assert_allclose(jt.grad(s, mode=mode)(x), grad, rtol=RTOL, atol=ATOL, err_msg=mode)
         np.testing.assert_allclose(jt.hessian(s, mode=mode)(x), hess, rtol=RTOL, atol=ATOL, err_msg=mode)
 
@@ -160,6 +162,160 @@ def test_against_numpy_and_jax(f: Callable[..., Any], x: np.ndarray) -> None:
     check(f, x)
 
 
+# ---------------------------------------------------------------------------- more: autograd's operation suite
+def _listed(xp: Any, items: Any) -> Any:
+    """Values in a list as the function is written for NumPy (traced: stacked by the handler);
+    ``jax.numpy`` refuses lists, its reference gets the array."""
+    return items if xp is np else xp.array(items)
+
+
+def _real_if_close(x: Any, xp: Any) -> Any:
+    return np.real_if_close(x) if xp is np else x  # jax.numpy has none: the identity on real input
+
+
+def _signal(xp: Any) -> Any:
+    import scipy.signal
+
+    return scipy.signal if xp is np else jax.scipy.signal
+
+
+def _sylvester(a: Any, b: Any, q: Any, xp: Any) -> Any:
+    if xp is np:
+        import scipy.linalg
+
+        return scipy.linalg.solve_sylvester(a, b, q)
+    # JAX cannot differentiate its own (a Schur decomposition): the Kronecker form, row-major vec
+    m, n = q.shape
+    k = jnp.kron(a, jnp.eye(n)) + jnp.kron(jnp.eye(m), b.T)
+    return jnp.linalg.solve(k, q.ravel()).reshape(m, n)
+
+
+def _banded(lu: tuple[int, int], ab: Any, b: Any, xp: Any) -> Any:
+    if xp is np:
+        import scipy.linalg
+
+        return scipy.linalg.solve_banded(lu, ab, b)
+    lower, upper = lu
+    n = ab.shape[1]
+    i, j = np.indices((n, n))
+    row = upper + i - j
+    inside = (row >= 0) & (row <= lower + upper)
+    return jnp.linalg.solve(jnp.where(inside, ab[np.where(inside, row, 0), j], 0.0), b)
+
+
+TIES = np.array([0.3, -1.2, 0.7, 0.7, 2.5, -0.4])  # x against x[::-1] ties at 2, 3; 0.3 and -1.2 tie constants
+KERNEL = np.array([0.5, -1.0, 2.0])
+KERNEL_2D = np.array([[1.0, -0.5], [0.25, 2.0], [-1.0, 0.5]])
+BAND = np.array([[0.0], [4.0], [0.0]])  # a dominant diagonal
+x2 = np.array([1.2, 3.4])
+x9 = rng.normal(size=9)
+x16 = rng.normal(size=16)
+x39 = rng.normal(size=39)
+CONVOLVE_MODES = ("full", "same", "valid")
+
+def _joined(terms: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    """One function of the terms' values, raveled and concatenated (one XLA compile for all)."""
+
+    def f(x: Any, xp: Any) -> Any:
+        return _ravel_all(xp, *(term(x, xp) for term in terms))
+
+    return f
+
+
+#: name, terms, x, the mode of `make test`, the value's atol, how many terms `make test` checks (the
+#: rest, and every mode, under -m exhaustive: JAX's compile of the reference is most of the time)
+MORE = [
+    ("imag angle real_if_close copy", [
+        lambda x, xp: xp.imag(x) * x + xp.angle(x) * x + xp.angle(x, deg=True) / 90.0 + _real_if_close(x, xp) ** 2,
+        lambda x, xp: xp.copy(x) * x.copy()], x6, "forward", 1e-14, 2),
+    ("logaddexp2", [
+        lambda x, xp: xp.logaddexp2(x, x[::-1]) * x + xp.logaddexp2(-1.2, x) ** 2,
+        lambda x, xp: xp.logaddexp2(x, 0.3)], TIES, "reverse", 1e-300, 1),
+    ("rollaxis column_stack einsum(interleaved)", [
+        lambda x, xp: xp.rollaxis(x, 2) ** 2,
+        lambda x, xp: xp.column_stack((x[0], x[1, :, 0], x[1, :, 1] ** 2)),
+        lambda x, xp: xp.einsum(x, [0, 1, 2], x, [0, 3, 2], [1, 3]),
+        lambda x, xp: xp.rollaxis(x, 0, 3).transpose(2, 0, 1) + xp.rollaxis(x, -1, 1).transpose(0, 2, 1) * 2.0
+        + xp.rollaxis(x, 1, 1),
+        lambda x, xp: xp.column_stack(x[0, 0]) * x[1, 1],
+        lambda x, xp: xp.einsum(x[0], [Ellipsis, 1], x[1, 0], [1], [Ellipsis]),
+        lambda x, xp: xp.einsum(x, [2, 0, 1]) * x[0, 0, 0],
+        lambda x, xp: xp.einsum(x[0], [30, 2], x[1], [30, 2], [2, 30]),
+        lambda x, xp: xp.einsum(x[0], [0, 1], x[1], [0, 1], x[0, 0], [1])], x234, "cross_country", 1e-14, 3),
+    ("linspace", [
+        lambda x, xp: xp.linspace(x[0], x[1], 5) * x[0],
+        lambda x, xp: xp.linspace(x[0], x[0], 3) * x[1],
+        lambda x, xp: xp.linspace(x[1], x[0], 4, endpoint=False),
+        lambda x, xp: xp.linspace(x, x[::-1] * 2.0, 3, axis=1),
+        lambda x, xp: xp.linspace(x[0], x[1], 1) + xp.linspace(x[0], x[1], 4, retstep=True)[1],
+        lambda x, xp: xp.linspace(x[0], 2.0, 6)[::2] + xp.sum(xp.linspace(x[0], x[1], 0))], x2, "forward", 1e-300, 2),
+    ("convolve", [
+        lambda x, xp: xp.convolve(x[:6], x[6:], "full"),
+        lambda x, xp: xp.convolve(x[6:], x[:6], "same"),
+        lambda x, xp: xp.convolve(x[:6], KERNEL, "valid") * x[0],
+        lambda x, xp: xp.convolve(x[:6], x[6:], "same") + xp.convolve(x[:6], KERNEL, "same"),
+        lambda x, xp: xp.convolve(x[:6], x[6:], "valid") * xp.convolve(x[6:], x[:6], "valid"),
+        lambda x, xp: xp.convolve(x[6:], x[:6], "full") * xp.convolve(x[:6], KERNEL, "full"),
+        lambda x, xp: xp.convolve(KERNEL, x[6:8], "same") + xp.convolve(x[:4], x[4:6], "same")[1:],
+        lambda x, xp: xp.convolve(x[0:1], x[1:3])], x9, "reverse", 1e-14, 3),
+    ("scipy.signal.convolve", [
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(4, 3), x[12:].reshape(2, 2), mode="same"),
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(4, 3), KERNEL_2D, mode="valid"),
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(4, 3), x[12:].reshape(2, 2), mode="full"),
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(4, 3), x[12:].reshape(2, 2), mode="valid"),
+        lambda x, xp: _signal(xp).convolve(x[12:].reshape(2, 2), x[:12].reshape(4, 3), mode="full"),
+        lambda x, xp: _signal(xp).convolve(x[12:].reshape(2, 2), x[:12].reshape(4, 3), mode="same"),
+        lambda x, xp: _signal(xp).convolve(x[12:].reshape(2, 2), x[:12].reshape(4, 3), mode="valid"),
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(4, 3), KERNEL_2D, mode="full"),
+        lambda x, xp: _signal(xp).convolve(KERNEL_2D, x[:12].reshape(4, 3), mode="same"),
+        lambda x, xp: _signal(xp).convolve(x[:12].reshape(2, 3, 2), x[12:].reshape(1, 2, 2), mode="same"),
+        lambda x, xp: _signal(xp).convolve(x[:5], x[5:7], mode="valid")], x16, "cross_country", 1e-14, 2),
+    ("solve_sylvester solve_banded", [
+        lambda x, xp: _sylvester(x[:4].reshape(2, 2) + 3.0 * np.eye(2), x[9:13].reshape(2, 2) + 3.0 * np.eye(2),
+                                 x[13:17].reshape(2, 2), xp),
+        lambda x, xp: _banded((1, 1), x[19:34].reshape(3, 5) + BAND, x[34:39], xp),
+        lambda x, xp: _sylvester(x[:9].reshape(3, 3) + 3.0 * np.eye(3), x[9:13].reshape(2, 2) + 3.0 * np.eye(2),
+                                 x[13:19].reshape(3, 2), xp),
+        lambda x, xp: _banded((0, 1), np.array([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]), x[34:37], xp)],
+     x39, "forward", 1e-14, 2),
+    ("lists of traced values", [
+        lambda x, xp: xp.mean(_listed(xp, [x, x + 2.0])) * xp.std(_listed(xp, (x, x ** 2)), axis=0),
+        lambda x, xp: xp.var(_listed(xp, [x[0], x[1] * 2.0, x[2]])) * xp.linalg.norm(_listed(xp, [x, x + 2.0])),
+        lambda x, xp: xp.append(_listed(xp, [[x[0], x[1]]]), _listed(xp, [[x[2], 1.0]]), axis=0),
+        lambda x, xp: xp.sum(_listed(xp, [x, x * x]), axis=0) + xp.prod(_listed(xp, [x[0], x[1], 2.0])),
+        lambda x, xp: xp.max(_listed(xp, [x, -x]), axis=0) * xp.min(_listed(xp, (x[0], x[1])))],
+     x6, "reverse", 1e-14, 3),
+]
+
+
+@pytest.mark.parametrize(("terms", "x", "mode", "atol"), [
+    pytest.param(terms[:quick], x, mode, atol, id=f"{name}-{mode}") for name, terms, x, mode, atol, quick in MORE])
+def test_more_against_numpy_and_jax(terms: list[Callable[..., Any]], x: np.ndarray, mode: str, atol: float) -> None:
+    """Each operation of autograd's suite in one mode (the modes rotate over the cases); the other
+    forms and every mode: :func:`test_more_in_every_mode`."""
+    check(_joined(terms), x, modes=(mode,), value_atol=atol)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize(("terms", "x", "atol"), [pytest.param(terms, x, atol, id=name)
+                                                  for name, terms, x, _, atol, _ in MORE])
+def test_more_in_every_mode(terms: list[Callable[..., Any]], x: np.ndarray, atol: float) -> None:
+    check(_joined(terms), x, value_atol=atol)
+
+
+def test_logaddexp2_values() -> None:
+    """NumPy's value: to an ulp or two in general (its scalar exp2/log1p against the vectorized
+    loops), exactly at ties (x + 1), infinities and NaN."""
+    a = np.linspace(-40.0, 40.0, 41)
+    b = a[::-1] * 0.37
+    np.testing.assert_array_max_ulp(np.asarray(jt.vjp(lambda x: np.logaddexp2(x, b), a)[0]), np.logaddexp2(a, b), 2)
+    special = np.array([np.inf, -np.inf, np.inf, -np.inf, np.nan, 1.5, 0.0, -1e300])
+    other = np.array([np.inf, -np.inf, 1.0, 2.0, 1.0, 1.5, 0.0, -1e300])
+    with np.errstate(invalid="ignore"):
+        value = np.asarray(jt.vjp(lambda x: np.logaddexp2(x, other), special)[0])
+        np.testing.assert_array_equal(value, np.logaddexp2(special, other))
+
+
 EXACT = [  # each function alone: NumPy's value bit for bit
     lambda x: np.roll(x, (1, -2), axis=(0, 1)), lambda x: np.tile(x, (2, 1, 3)), lambda x: np.repeat(x, [3, 1, 0, 4, 1, 2], axis=1),
     lambda x: np.rot90(x, 3), lambda x: np.flip(x), lambda x: np.triu(x, 1),
@@ -173,6 +329,10 @@ EXACT = [  # each function alone: NumPy's value bit for bit
     lambda x: np.select([x > 0.2, x < 0], [x, x ** 2], 0.5), lambda x: np.diag(x, -2), lambda x: np.diag(x[0], 1),
     lambda x: np.trace(x, -1), lambda x: np.diagonal(x, 1), lambda x: x.astype(np.float32),
     lambda x: x.astype(np.float16), lambda x: np.tril(x, -1), lambda x: np.vsplit(x, 2)[1],
+    lambda x: np.imag(x) - x, lambda x: np.angle(x), lambda x: np.angle(-x, deg=True), lambda x: np.real_if_close(x),
+    lambda x: np.rollaxis(x, 1), lambda x: np.column_stack((x[0], x[1:3].T)), lambda x: np.copy(x[::-1]),
+    lambda x: np.linspace(x[0], x[1], 7), lambda x: np.linspace(x[0, 0], x[1, 1], 9, endpoint=False),
+    lambda x: np.linspace(x[0, 0], x[0, 0], 3),
 ]
 
 
@@ -236,6 +396,16 @@ REFUSED = [
     ("np.diag", lambda x: np.diag(x.reshape(1, 2, 3), 1), TraceError),
     ("np.rot90", lambda x: np.rot90(x.reshape(2, 3), axes=(1, 1)), TraceError),
     ("np.tile", lambda x: np.tile(x, -1), TraceError),
+    ("np.int64()", lambda x: x[np.int64(x)], UnsupportedOperationError),
+    ("int() of a traced tensor", lambda x: x * int(x[0]), UnsupportedOperationError),
+    ("np.linspace with dtype=int64", lambda x: np.linspace(x[0], x[1], 3, dtype=np.int64), UnsupportedOperationError),
+    ("np.einsum", lambda x: np.einsum(x, [0.5]), TraceError),
+    ("np.convolve", lambda x: np.convolve(x, x, mode="middle"), TraceError),
+    ("np.convolve", lambda x: np.convolve(x.reshape(2, 3), x), TraceError),
+    ("scipy.signal.convolve", lambda x: _signal(np).convolve(x.reshape(2, 3), x.reshape(3, 2), mode="valid"),
+     TraceError),
+    ("scipy.integrate.odeint", lambda x: __import__("scipy.integrate").integrate.odeint(lambda y, t: -y, x, [0.0, 1.0]),
+     UnsupportedOperationError),
 ]
 
 
