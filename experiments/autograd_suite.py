@@ -1670,7 +1670,7 @@ def select(names: list[str] | None, quick: bool) -> list[Case]:
         return list(CASES)
     chosen = []
     for name in names:
-        found = [c for c in CASES if name in (c.name, c.test, f"test_{name}")]
+        found = [c for c in CASES if name in (c.name, c.test) or c.test == f"test_{name}"]
         if not found:
             raise SystemExit(f"no case {name!r}; --list shows them")
         chosen += [c for c in found if c not in chosen]

@@ -212,10 +212,10 @@ class Emitter:
             base = operands[0]
             p = node.exponent
             if self.lang == "py":
-                return f"({base} ** {int(p) if float(p).is_integer() else repr(p)})"
+                return f"({base} ** {int(p) if float(p).is_integer() else self.number(float(p))})"
             if p in (2.0, 3.0):  # squares and cubes as products, the common case of a constant exponent
                 return f"jc_pow{int(p)}({base})"
-            return f"pow({base}, (real){p!r})"
+            return f"pow({base}, {self.number(float(p))})"
         assert isinstance(node, Call)
         if not self.calls.template(node.function):
             return self.calls.call(node.function, *operands)

@@ -30,6 +30,9 @@ SciPy, and how each is traced:
   ``mean``/``cov``): ``np.linalg.cholesky`` (``potrf``), ``trsm`` and ``sumlogdiag``; with
   ``allow_singular=True`` and a constant ``cov`` (and frozen with a singular one), SciPy's own
   construction from ``cov``'s eigendecomposition (see the notes);
+  ``entropy(mean, cov)``: ``½ (n (log 2π + 1) + log det cov)`` by the Cholesky factor;
+* ``scipy.stats.dirichlet.logpdf(x, alpha)`` and ``pdf``: ``−log B(α) + Σₖ xlogy(αₖ − 1, xₖ)``,
+  ``x`` and ``alpha`` traced or constant (SciPy's checks of the simplex run on constant values only);
 * ``scipy.linalg.cholesky(a, lower)``: ``potrf``; ``scipy.linalg.cho_factor(a, lower)``:
   ``(potrf(a), lower)``; ``scipy.linalg.cho_solve((c, lower), b)``: two ``trsm``;
 * ``scipy.linalg.solve_triangular(a, b, trans, lower, unit_diagonal)``: ``trsm``
@@ -63,7 +66,8 @@ Notes
   accuracy until ``Φ(−z)`` underflows (``z ≳ 37.5``), where it is 0 (SciPy: ``−Φ(−z)``,
   below 1e-308).  ``logsf(z) = logcdf(−z)``, ``cdf`` and ``sf`` are ``erfc(∓z/√2)/2``.
 * **Cholesky** follows :mod:`jacacc.tensor.numpy_linalg`: only the requested triangle of
-  ``a`` is read, and the derivative is taken along symmetric directions (JAX's convention).
+  ``a`` is read, and the derivative is that of SciPy's function of that triangle (the other
+  triangle's entries get none; JAX's ``symmetrize_input`` differs off symmetric directions).
   ``scipy.linalg.cholesky`` and ``cho_factor`` return zeros in the other triangle; SciPy's
   ``cho_factor`` leaves arbitrary values (what ``a`` held) there — ``cho_solve`` reads only the
   factor's triangle, so either works with it.  ``multivariate_normal`` reads the lower
@@ -467,8 +471,10 @@ for _method in ("cdf", "logcdf", "sf", "logsf"):
 
 
 # ---------------------------------------------------------------------------- multivariate normal
-def _mvn_logpdf(name: str, x: Any, mean: Any, cov: Any, allow_singular: bool = False) -> Any:
-    x, cov = _array(x), _array(cov)
+def _mvn_parameters(name: str, mean: Any, cov: Any) -> tuple[int, Any, Any]:
+    """SciPy's ``_process_parameters``: the dimension, the mean as a vector and the covariance as a
+    matrix (a scalar ``cov`` times the identity, a vector on the diagonal)."""
+    cov = _array(cov)
     mean = None if mean is None else _array(mean)
     if mean is not None and mean.ndim > 1:
         raise TraceError(f"{name}: mean must be a vector, got shape {mean.shape}")
@@ -479,7 +485,12 @@ def _mvn_logpdf(name: str, x: Any, mean: Any, cov: Any, allow_singular: bool = F
         cov = np.diag(cov)
     if cov.shape != (dim, dim):
         raise TraceError(f"{name}: cov of shape {cov.shape} does not match the dimension {dim}")
-    mean = np.zeros(dim) if mean is None else np.reshape(mean, (dim,))
+    return dim, (np.zeros(dim) if mean is None else np.reshape(mean, (dim,))), cov
+
+
+def _mvn_logpdf(name: str, x: Any, mean: Any, cov: Any, allow_singular: bool = False) -> Any:
+    dim, mean, cov = _mvn_parameters(name, mean, cov)
+    x = _array(x)
     # SciPy's quantiles: the last axis holds the components, except that a vector is n points
     # when the dimension is 1
     if x.ndim == 0 or (x.ndim == 1 and dim == 1):
@@ -577,9 +588,55 @@ def _mvn_freeze(self: Any, *args: Any, **kwargs: Any) -> Any:
                        "call scipy.stats.multivariate_normal.logpdf(x, mean, cov)")
 
 
+@register_library("scipy.stats._multivariate:multivariate_normal_gen.entropy")
+def _mvn_entropy(self: Any, mean: Any = None, cov: Any = 1) -> Any:
+    """``½ (n (log 2π + 1) + log det cov)``, the log-determinant ``2 Σ log Lᵢᵢ`` of the Cholesky factor
+    of cov's lower triangle (SciPy: of its eigendecomposition's eigenvalues, equal for a positive
+    definite cov; a singular one is NaN here, where SciPy raises)."""
+    from jacacc import linalg
+
+    dim, _, cov = _mvn_parameters("scipy.stats.multivariate_normal.entropy", mean, cov)
+    return 0.5 * dim * (_LOG_2PI + 1.0) + linalg.sumlogdiag(np.linalg.cholesky(cov))
+
+
 for _method in ("cdf", "logcdf"):
     register_library(f"scipy.stats._multivariate:multivariate_normal_gen.{_method}")(
         _refused_method("multivariate_normal", _method))
+
+
+# ---------------------------------------------------------------------------- dirichlet
+def _dirichlet_logpdf(name: str, x: Any, alpha: Any) -> Any:
+    """SciPy's ``−log B(α) + Σₖ xlogy(αₖ − 1, xₖ)``, the components along ``x``'s first axis (its last
+    entry ``1 − Σ`` the others where ``x`` has one fewer than ``α``).  SciPy's checks of the values
+    (``α > 0``, ``x`` on the simplex) run where the values are constant; traced values cannot be
+    checked while tracing, and off the simplex the formula's value is returned."""
+    import scipy.special
+
+    alpha, x = _array(alpha), _array(x)
+    if alpha.ndim != 1:
+        raise TraceError(f"{name}: alpha must be one-dimensional, got shape {alpha.shape}")
+    if x.ndim not in (1, 2) or x.shape[0] not in (alpha.shape[0], alpha.shape[0] - 1):
+        raise TraceError(f"{name}: x of shape {x.shape} needs {alpha.shape[0]} or {alpha.shape[0] - 1} entries on "
+                         "its first axis (one per component of alpha)")
+    if not _traced_inside(alpha) and np.min(alpha) <= 0:
+        raise ValueError(f"{name}: all parameters alpha must be greater than 0")
+    if x.shape[0] != alpha.shape[0]:
+        x = np.concatenate([x, 1.0 - np.sum(x, axis=0, keepdims=True)], axis=0)
+    if not _traced_inside(x) and (np.min(x) < 0 or np.max(x) > 1 or np.any(np.abs(np.sum(x, 0) - 1) > 1e-9)):
+        raise ValueError(f"{name}: x must lie in the simplex (entries in [0, 1] summing to 1)")
+    log_beta = np.sum(scipy.special.gammaln(alpha)) - scipy.special.gammaln(np.sum(alpha))
+    shape = (-1,) + (1,) * (x.ndim - 1)
+    return _squeezed(-log_beta + np.sum(scipy.special.xlogy(np.reshape(alpha, shape) - 1.0, x), axis=0))
+
+
+@register_library("scipy.stats._multivariate:dirichlet_gen.logpdf")
+def _dirichlet_gen_logpdf(self: Any, x: Any, alpha: Any) -> Any:
+    return _dirichlet_logpdf("scipy.stats.dirichlet.logpdf", x, alpha)
+
+
+@register_library("scipy.stats._multivariate:dirichlet_gen.pdf")
+def _dirichlet_gen_pdf(self: Any, x: Any, alpha: Any) -> Any:
+    return np.exp(_dirichlet_logpdf("scipy.stats.dirichlet.pdf", x, alpha))
 
 
 # ---------------------------------------------------------------------------- scipy.linalg
@@ -608,9 +665,8 @@ def _flag(name: str, key: str, value: Any) -> bool:
 
 
 def _factor(name: str, a: Any, lower: Any) -> Any:
-    from jacacc import linalg
-
-    return linalg.potrf(_matrix(name, a, batch=True), lower=_flag(name, "lower", lower))
+    # np.linalg.cholesky's: only the triangle SciPy reads enters, value and derivative alike
+    return np.linalg.cholesky(_matrix(name, a, batch=True), upper=not _flag(name, "lower", lower))
 
 
 @register_library("scipy.linalg:cholesky", "scipy.linalg._decomp_cholesky:cholesky")

@@ -40,6 +40,7 @@ def straight_line(a0, a1):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -340,10 +341,16 @@ def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) 
     """An elementwise function as source: the tensor level's ``pow`` and ``shift`` as
     operators, the table's operations (:mod:`jacacc.ops`) by their NumPy callable."""
     if name == "pow" and p is not None:
-        return f"{operands[0]} ** {p!r}"
+        return f"{operands[0]} ** {_number(src, p)}"
     if name == "shift":
-        return f"{operands[0]} + {p!r}"
+        return f"{operands[0]} + {_number(src, p)}"
     return f"{src.bind('f', ops.get(name).function)}({', '.join(operands)})"
+
+
+def _number(src: _Source, p: float) -> str:
+    """A constant operand as source: its ``repr``, or a bound name for ±inf and NaN (whose ``repr``
+    is no Python expression)."""
+    return repr(p) if math.isfinite(p) else src.bind("k", float(p))
 
 
 def _fused(src: _Source, kernel: Any, target: str, dtype: str, operands: list[str]) -> None:

@@ -304,7 +304,7 @@ def _node(x: Any) -> Tensor:
     """The expression node of a traced tensor, a constant for anything numeric."""
     if isinstance(x, Traced):
         return x.node
-    if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
+    if isinstance(x, bool | np.bool_) or (isinstance(x, np.ndarray) and x.dtype == bool):
         return E.const(np.asarray(x, dtype=float))
     if isinstance(x, numbers.Number) or isinstance(x, np.ndarray | np.generic):
         array = np.asarray(x)
@@ -456,7 +456,7 @@ def _logical(name: str, *operands: Any) -> Traced:
         return _mask(Traced(E.unary("shift", E.scale(-1.0, nodes[0]), 1.0)))
     if name == "logical_and":
         return _mask(Traced(_elementwise_product(*nodes, "logical_and")))
-    return _mask(_binary_elementwise("maximum", *nodes))
+    return _mask(_binary_elementwise("maximum", *(Traced(n) for n in nodes)))
 
 
 @register_function(np.where)

@@ -376,3 +376,24 @@ def test_a_float_that_f_branches_on_stays_a_constant():
     for k in range(6):
         threshold = 0.4 * k
         assert_fresh(g, jt.grad, f, X)
+
+
+def test_non_finite_constants_in_shifts_and_powers_compile():
+    """``x − inf``, ``x ** inf`` and ``x + nan`` are NumPy's values, in the straight-line program and
+    in fused kernels (their text spells ±inf and NaN by name, not as ``inf``)."""
+    x = np.array([1.0, 2.0])
+    with np.errstate(invalid="ignore", over="ignore"):
+        for f in (lambda x: x - np.inf, lambda x: x ** np.inf, lambda x: x + np.nan):
+            np.testing.assert_array_equal(jt.vjp(f, x)[0], f(x))
+    h = jt.hessian(lambda x: np.sum(np.exp(x - np.inf) + x ** 2))
+    for _ in range(4):  # past the fusion threshold: the shift by −inf inside a fused kernel
+        np.testing.assert_array_equal(h(x), 2 * np.eye(2))
+
+
+def test_or_of_comparisons_and_boolean_scalars_trace():
+    """``(x > 1) | (x < 0)`` is a mask; a NumPy boolean scalar (a comparison of 0-d arrays) is a constant."""
+    x = np.array([1.5, 0.5, -1.0])
+    g = jt.grad(lambda x: np.sum(np.where((x > 1) | (x < 0), x, 2 * x)))(x)
+    np.testing.assert_array_equal(g, [1.0, 2.0, 1.0])
+    flag = np.float64(0.5) > 0.0
+    np.testing.assert_array_equal(jt.grad(lambda x: np.sum(x * flag))(x), np.ones(3))

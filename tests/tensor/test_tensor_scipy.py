@@ -678,3 +678,43 @@ def test_refusals_name_themselves_in_one_line(message):
     with pytest.raises(UnsupportedOperationError) as caught:
         jt.grad(lambda x: np.sum(REFUSALS[message](x)))(np.array([0.3, 0.6, 0.9]))
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_dirichlet_and_multivariate_normal_entropy():
+    """dirichlet.logpdf/pdf in x (on the simplex, its last component implied) and in alpha, and
+    multivariate_normal.entropy in mean and cov, against JAX (entropy: ½(n(log 2π + 1) + log det))."""
+    def h(t, np_=np):
+        dirichlet = jstats.dirichlet if np_ is jnp else scipy.stats.dirichlet
+        x = np_.exp(t[:4]) / np_.sum(np_.exp(t[:4]))
+        alpha = np_.exp(t[2:6]) + 0.5
+        X = np_.stack([x, x[::-1]], axis=1)                       # two points, components on axis 0
+        mean, cov = _gaussian(t, np_)
+        if np_ is jnp:
+            entropy = 0.5 * (2 * (np.log(2 * np.pi) + 1) + jnp.linalg.slogdet(cov)[1])
+        else:
+            entropy = scipy.stats.multivariate_normal.entropy(mean, cov)
+        return np_.concatenate([np_.reshape(dirichlet.logpdf(x, alpha), (1,)), dirichlet.logpdf(X, alpha),
+                                np_.reshape(dirichlet.pdf(x, alpha), (1,)), np_.reshape(entropy, (1,))])
+
+    _check(h, lambda t: h(t, jnp), modes=("cross_country",))
+    with pytest.raises(ValueError, match="simplex"):
+        jt.grad(lambda a: scipy.stats.dirichlet.logpdf(np.array([0.5, 0.6]), a))(np.ones(2))
+
+
+def test_scipy_cholesky_differentiates_the_triangle_it_reads():
+    """scipy.linalg.cholesky(a) reads a's upper triangle (lower=True: the lower one): the derivative
+    is that of SciPy's function, zero in the other triangle, as central differences give."""
+    A = np.array([[4.0, 1.0, 0.5], [9.0, 3.0, 0.2], [-7.0, 5.0, 2.0]])    # junk below the diagonal
+    W = _weights((3, 3))
+    for lower, M in ((False, A), (True, A.T)):
+        def f(M, lower=lower):
+            return np.sum(W * scipy.linalg.cholesky(M, lower=lower) ** 2)
+
+        g = jt.grad(f)(M)
+        numeric = np.zeros_like(M)
+        for i, j in np.ndindex(3, 3):
+            step = np.zeros_like(M)
+            step[i, j] = 1e-6
+            numeric[i, j] = (f(M + step) - f(M - step)) / 2e-6
+        np.testing.assert_allclose(g, numeric, rtol=1e-6, atol=1e-8)
+        assert np.all((np.triu(g, 1) if lower else np.tril(g, -1)) == 0)
