@@ -132,9 +132,9 @@ def test_integer_labels_and_a_boolean_mask_index_as_numpy_does():
 
     for labels in (np.array([0, 3, 1, 2, 0]), np.array([1, 1, 1, 1, 1])):  # a new value: a new plan
         _against_jax(cross_entropy, lambda W, X, labels: cross_entropy(W, X, labels, jnp), W, X, labels)
-    for mask in (np.array([True, False, True, True, False]), np.array([False, True, False, False, True])):
-        _against_jax(lambda W, X, m: np.sum(np.tanh(X @ W)[m] ** 2),
-                     lambda W, X, m: jnp.sum(jnp.tanh(X @ W)[m] ** 2), W, X, mask)
+    mask = np.array([True, False, True, True, False])
+    _against_jax(lambda W, X, m: np.sum(np.tanh(X @ W)[m] ** 2), lambda W, X, m: jnp.sum(jnp.tanh(X @ W)[m] ** 2),
+                 W, X, mask)
 
 
 # ---------------------------------------------------------------------------- cancellation past an infinity
