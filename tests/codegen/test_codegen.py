@@ -422,9 +422,17 @@ def test_numba_options_libm_fastmath_subset_and_bad_block():
     np.testing.assert_allclose(libm(X), ref, rtol=1e-12, atol=1e-12)
     fm = jacacc.compile(traced, backend="numba", backend_options={"fastmath": {"contract", "nsz"}})
     assert "fastmath={'contract', 'nsz'}" in fm.source
-    np.testing.assert_allclose(fm(X), ref, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="block"):
         jacacc.compile(traced, backend="numba", backend_options={"block": 0})
+
+
+@pytest.mark.exhaustive  # make test checks the fastmath kernel's source above; this compiles and runs it
+def test_numba_fastmath_subset_kernel_runs():
+    pytest.importorskip("numba")
+    traced, X = _traced_and_points("BlackScholes")
+    ref = jacacc.compile(traced, backend="numpy", method="markowitz")(X)
+    fm = jacacc.compile(traced, backend="numba", backend_options={"fastmath": {"contract", "nsz"}})
+    np.testing.assert_allclose(fm(X), ref, rtol=1e-12, atol=1e-12)
 
 
 def test_numba_vector_math_auto_switches_to_libm_on_large_programs(monkeypatch):

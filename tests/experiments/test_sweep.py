@@ -119,6 +119,7 @@ def test_same_records_on_two_local_workers(in_process, tmp_path):
     assert len({r["worker"] for r in read_records(tmp_path / "local.sqlite")}) == 2
 
 
+@pytest.mark.exhaustive  # starting a cluster is most of its 9 s; make test runs two local processes above
 def test_same_records_on_a_dask_cluster(in_process, cluster, tmp_path):
     reference, _ = in_process
     summary = run(GRID, tmp_path / "dask.sqlite", scheduler=cluster)
