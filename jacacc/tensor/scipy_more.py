@@ -22,7 +22,7 @@ blocks, so its derivatives of every order, in every mode, follow from the calcul
 
 Refused in one line naming the function: ``scipy.integrate.odeint`` and ``solve_ivp`` with
 traced arguments (their adaptive solvers choose steps and methods from the values:
-data-dependent control flow), traced ``(l, u)``, ``mode``s and ``method``s SciPy does not know.
+data-dependent control flow), a traced ``(l, u)``, and a ``mode`` or ``method`` SciPy does not know.
 Called on plain arrays, inside a trace or not, every function is SciPy's own.
 
 Examples
