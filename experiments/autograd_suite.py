@@ -1306,37 +1306,26 @@ def exception_class(exc: BaseException) -> tuple[str, str]:
 
 
 # =========================================================================== references
-def fd_gradient(f: Callable[[np.ndarray], float], x: np.ndarray, step: float = FD_STEP) -> np.ndarray:
-    """Central differences, five-point stencil; the step shrinks near zero so it keeps the sign of x."""
-    g = np.empty_like(x)
+def fd_gradient(f: Callable[[np.ndarray], Any], x: np.ndarray, step: float = FD_STEP) -> np.ndarray:
+    """Central differences, five-point stencil; the step shrinks near zero so it keeps the sign of x.
+    The derivative index is the last axis (``f`` may return an array: its Jacobian, rows first)."""
+    columns = []
     for i in range(x.size):
         h = step * max(1.0, abs(x[i]))
         if x[i] != 0 and abs(x[i]) < 4 * h:
             h = abs(x[i]) / 4
         e = np.zeros_like(x)
         e[i] = h
-        g[i] = (f(x - 2 * e) - 8 * f(x - e) + 8 * f(x + e) - f(x + 2 * e)) / (12 * h)
-    return g
+        columns.append((f(x - 2 * e) - 8 * f(x - e) + 8 * f(x + e) - f(x + 2 * e)) / (12 * h))
+    return np.stack(columns, axis=-1) if columns else np.zeros_like(x)
 
 
 def fd_hessian(f: Callable[[np.ndarray], float], x: np.ndarray) -> np.ndarray:
     """Differences of :func:`fd_gradient`, symmetrized."""
     if not x.size:
         return np.zeros((0, 0))
-    h = _fd_gradient_vector(lambda y: fd_gradient(f, y), x)
+    h = fd_gradient(lambda y: fd_gradient(f, y), x)
     return (h + h.T) / 2
-
-
-def _fd_gradient_vector(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
-    cols = []
-    for i in range(x.size):
-        h = FD_STEP * max(1.0, abs(x[i]))
-        if x[i] != 0 and abs(x[i]) < 4 * h:
-            h = abs(x[i]) / 4
-        e = np.zeros_like(x)
-        e[i] = h
-        cols.append((f(x - 2 * e) - 8 * f(x - e) + 8 * f(x + e) - f(x + 2 * e)) / (12 * h))
-    return np.stack(cols, axis=1)
 
 
 def leaves_close(result: list[np.ndarray], reference: list[np.ndarray], rtol: float, atol: float) -> tuple[bool, float]:
