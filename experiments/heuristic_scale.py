@@ -71,34 +71,6 @@ def measure(sizes: list[int], seed: int, budget: float) -> list[dict[str, Any]]:
     return rows
 
 
-def plot(record: dict[str, Any], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in record["results"]["rows"] if r["method"] in METHODS]
-    fig, (cost, seconds) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for method in METHODS:
-        points = sorted((r["vertices"], r["over_best_baseline"], r["seconds"]) for r in rows if r["method"] == method)
-        if points:
-            cost.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=method)
-            seconds.plot([p[0] for p in points], [p[2] for p in points], marker="o", label=method)
-    cost.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="better of forward and reverse")
-    for ax, label in ((cost, "multiplications / better of forward and reverse"), (seconds, "seconds to find the order")):
-        ax.set_xscale("log")
-        ax.set_xlabel("vertices")
-        ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.3)
-    seconds.set_yscale("log")
-    cost.legend(fontsize=8)
-    fig.suptitle("Greedy vertex orders on recent_plus_random (10 inputs, 10 outputs)")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="*", type=int, default=list(DEFAULT_SIZES), help="steps (intermediates)")
@@ -116,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
     )
     if not args.no_figure:
-        plot(record, os.path.join(args.figures, "heuristic_scale.png"))
+        from jacacc.plot import plot_heuristic_scale
+
+        plot_heuristic_scale(record, os.path.join(args.figures, "heuristic_scale.png"))
     return 0
 
 

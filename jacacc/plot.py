@@ -14,7 +14,7 @@ from typing import Any
 from jacacc.errors import require_extra
 from jacacc.structure import depth_levels  # paper 003 Def. 3.4; re-exported for the figure code
 
-__all__ = ["depth_levels", "plot_method_comparison", "plot_runtime"]
+__all__ = ["depth_levels", "plot_heuristic_scale", "plot_method_comparison", "plot_runtime"]
 
 
 def _pyplot():
@@ -81,6 +81,32 @@ def plot_runtime(record: dict[str, Any], path: str | os.PathLike | None = None):
     ax.set_title("Heuristic run time on random DAGs")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    return fig
+
+
+def plot_heuristic_scale(record: dict[str, Any], path: str | os.PathLike | None = None):
+    """Two log-x panels of ``experiments/heuristic_scale.py``'s record: each method's own cost over the
+    better of forward and reverse mode, and its time to find the order, against vertices."""
+    plt = _pyplot()
+    methods = record["parameters"]["methods"]
+    rows = [r for r in record["results"]["rows"] if r["method"] in methods]
+    fig, (cost, seconds) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for method in methods:
+        points = sorted((r["vertices"], r["over_best_baseline"], r["seconds"]) for r in rows if r["method"] == method)
+        if points:
+            cost.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=method)
+            seconds.plot([p[0] for p in points], [p[2] for p in points], marker="o", label=method)
+    cost.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="better of forward and reverse")
+    for ax, label in ((cost, "multiplications / better of forward and reverse"), (seconds, "seconds to find the order")):
+        ax.set_xscale("log")
+        ax.set_xlabel("vertices")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    seconds.set_yscale("log")
+    cost.legend(fontsize=8)
+    fig.suptitle(f"Greedy vertex orders on {record['parameters']['generator']}")
     fig.tight_layout()
     _save(fig, path)
     return fig

@@ -32,8 +32,8 @@ and the norms): leading axes are a batch, as in NumPy;
 ``solve`` broadcasts the batch axes of ``a`` and ``b`` (``b`` is a vector when
 ``b.ndim == 1`` — NumPy 2's rule — else a stack of ``n × k`` matrices).
 
-Conventions (where NumPy defines only a value, the derivative follows JAX's
-``jnp.linalg``):
+Conventions (values are NumPy's, and derivatives those of NumPy's function; where that
+function has none — repeated eigenvalues, singular matrices — JAX's ``jnp.linalg`` decides):
 
 * **Symmetric input** (``cholesky``, ``eigh``, ``eigvalsh``).  Value and
   derivative are those of NumPy's function: only the lower triangle is read
