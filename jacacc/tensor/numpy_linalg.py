@@ -33,7 +33,7 @@ and the norms): leading axes are a batch, as in NumPy;
 ``b.ndim == 1`` — NumPy 2's rule — else a stack of ``n × k`` matrices).
 
 Conventions (values are NumPy's, and derivatives those of NumPy's function; where that
-function has none — repeated eigenvalues, singular matrices — JAX's ``jnp.linalg`` decides):
+function has none — repeated eigenvalues, singular matrices — each bullet says what is done):
 
 * **Symmetric input** (``cholesky``, ``eigh``, ``eigvalsh``).  Value and
   derivative are those of NumPy's function: only the lower triangle is read
