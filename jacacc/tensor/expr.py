@@ -671,16 +671,23 @@ def fuse_einsums(roots: Sequence[Tensor], max_operands: int = MAX_FUSED_OPERANDS
     cheaper only as a whole, each of its steps alone a tie.
     """
     roots = list(roots)
+    memo: dict[tuple, tuple] = {}
     for _ in range(MAX_FUSION_PASSES):
-        fused = _fuse_once(roots, max_operands)
+        fused = _fuse_once(roots, max_operands, memo)
         if all(a is b for a, b in zip(fused, roots, strict=True)):
             break
         roots = fused
     return roots
 
 
-def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
-    """One pass of :func:`fuse_einsums` over the DAG of ``roots``."""
+def _fuse_once(roots: Sequence[Tensor], max_operands: int, memo: dict[tuple, tuple]) -> list[Tensor]:
+    """One pass of :func:`fuse_einsums` over the DAG of ``roots``.
+
+    ``memo`` carries each einsum's choice from one pass to the next: a node met again with the
+    same fused operands, flags and operand costs chooses the same (most of the DAG after the
+    first pass), so only what changed is weighed again.  The memo holds the nodes it is keyed by,
+    so their ids stay theirs while it lives.
+    """
     order = nodes_of(roots)
     uses: dict[int, int] = {}
     for node in order:
@@ -702,8 +709,12 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
             continue
         inline = [orig.kind == "einsum" and a.kind == "einsum" and uses[id(orig)] == 1 and id(orig) not in keep
                   for orig, a in zip(node.args, args, strict=True)]
-        chosen = _cheapest_inlining(node.param, args, inline, max_operands)
         counts = [(own.get(id(o), (0, 0)), total.get(id(o), (0, 0))) for o in node.args]
+        key = (id(node), tuple(map(id, args)), tuple(inline), tuple(counts))
+        if key in memo:
+            _, _, fused[id(node)], own[id(node)], total[id(node)], deep[id(node)] = memo[key]
+            continue
+        chosen = _cheapest_inlining(node.param, args, inline, max_operands)
         fused[id(node)] = chosen
         own[id(node)], total[id(node)] = _exclusive_cost(chosen, args, counts, inline)
         below = [deep[id(o)] if flag else (a, (0, 0), (0, 0)) for o, a, flag in zip(node.args, args, inline,
@@ -721,6 +732,7 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int) -> list[Tensor]:
         (_, _, (new_flops, new_written)), (flops, written) = deep[id(node)], total[id(node)]
         if any(inline) and new_flops < flops and new_written <= written:
             fused[id(node)], own[id(node)], total[id(node)] = deep[id(node)]
+        memo[key] = (node, args, fused[id(node)], own[id(node)], total[id(node)], deep[id(node)])
     return [fused[id(r)] for r in roots]
 
 

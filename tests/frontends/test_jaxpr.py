@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import jax_reference
 import numpy as np
 import pytest
 
@@ -30,8 +31,9 @@ def reference(f, x, jacobian=None):
     """Values and ``jax.jacfwd`` Jacobian of ``f`` at ``x`` in float64, as (m,), (m, n)."""
     x = np.asarray(x, dtype=float)
     with jax.enable_x64(True):
-        values = jax.tree_util.tree_leaves(f(jnp.asarray(x)))
-        jac = jax.tree_util.tree_leaves((jacobian or jax.jacfwd)(f)(jnp.asarray(x)))
+        # compiled whole: one XLA compilation instead of one per primitive run eagerly
+        values = jax.tree_util.tree_leaves(jax_reference.jit(f)(jnp.asarray(x)))
+        jac = jax.tree_util.tree_leaves(jax_reference.jit((jacobian or jax.jacfwd)(f))(jnp.asarray(x)))
     rows = [np.asarray(j, dtype=float).reshape(np.size(v), x.size) for v, j in zip(values, jac, strict=True)]
     return _flat(values), np.concatenate(rows)
 

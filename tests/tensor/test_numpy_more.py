@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax_reference
 import numpy as np
 import pytest
 
@@ -64,7 +65,7 @@ def _scalar(f: Callable[..., Any], w: np.ndarray) -> Callable[..., Any]:
 def _jax_reference(s: Callable[..., Any], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``jax.grad`` and ``jax.hessian`` of ``s`` at ``x``, compiled together once."""
     g = functools.partial(s, xp=jnp)
-    both = jax.jit(lambda v: (jax.grad(g)(v), jax.hessian(g)(v)))
+    both = jax_reference.jit(lambda v: (jax.grad(g)(v), jax.hessian(g)(v)))
     lowered = both.lower(jax.ShapeDtypeStruct(x.shape, jnp.float64))
     try:
         compiled = lowered.compile(compiler_options=_QUICK_XLA)
@@ -157,8 +158,17 @@ CASES = [  # several functions of one family per case: each case costs one XLA c
 ]
 
 
+@pytest.mark.parametrize(("f", "x", "mode"), [pytest.param(f, x, MODES[k % len(MODES)], id=name)
+                                               for k, (name, f, x) in enumerate(CASES)])
+def test_against_numpy_and_jax(f: Callable[..., Any], x: np.ndarray, mode: str) -> None:
+    """Each family in one mode (the modes rotate over the cases); every mode:
+    :func:`test_against_numpy_and_jax_in_every_mode`."""
+    check(f, x, modes=(mode,))
+
+
+@pytest.mark.exhaustive
 @pytest.mark.parametrize(("f", "x"), [pytest.param(f, x, id=name) for name, f, x in CASES])
-def test_against_numpy_and_jax(f: Callable[..., Any], x: np.ndarray) -> None:
+def test_against_numpy_and_jax_in_every_mode(f: Callable[..., Any], x: np.ndarray) -> None:
     check(f, x)
 
 

@@ -8,6 +8,7 @@ References are JAX (float64) and formulas written with ``np.einsum``.
 
 from __future__ import annotations
 
+import jax_reference
 import numpy as np
 import opt_einsum
 import pytest
@@ -32,15 +33,15 @@ def _j(*arrays):
 
 def jacfwd(f, argnums=0):
     """``jax.jacfwd``, compiled (much faster than op-by-op for these small functions)."""
-    return jax.jit(jax.jacfwd(f, argnums=argnums))
+    return jax_reference.jit(jax.jacfwd(f, argnums=argnums))
 
 
 def hessian(f, argnums=0):
-    return jax.jit(jax.hessian(f, argnums=argnums))
+    return jax_reference.jit(jax.hessian(f, argnums=argnums))
 
 
 def grad(f, argnums=0):
-    return jax.jit(jax.grad(f, argnums=argnums))
+    return jax_reference.jit(jax.grad(f, argnums=argnums))
 
 
 rng0 = np.random.default_rng(2024)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 
+import jax_reference
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -46,20 +47,12 @@ def _jax_args(x):
     return jnp.asarray(x, dtype=jnp.float64)
 
 
-#: XLA options that cut the compile time of the references by about a third (they are run once each)
-_QUICK_XLA = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
-
 @functools.cache
 def _reference(f, what, shape):
     """``jax.jacfwd`` / ``jax.hessian`` of ``f(x, jnp)``, compiled once per function and shape."""
     g = functools.partial(f, xp=jnp)
-    lowered = jax.jit(jax.jacfwd(g) if what == "jacobian" else jax.hessian(g)).lower(
-        jax.ShapeDtypeStruct(shape, jnp.float64))
-    try:
-        return lowered.compile(compiler_options=_QUICK_XLA)
-    except Exception:  # noqa: BLE001 - an XLA without these options: compile as usual
-        return lowered.compile()
+    return jax_reference.jit(jax.jacfwd(g) if what == "jacobian" else jax.hessian(g)).lower(
+        jax.ShapeDtypeStruct(shape, jnp.float64)).compile()
 
 
 def jax_jacobian(f, x):
@@ -152,20 +145,33 @@ CASES = [  # several operations of one family per function: each costs a JAX com
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_against_jax(case):
+def _against_jax(case, jacobian_modes, hessian_modes):
     _, f, x = case
     F = _np(f)
     value, _ = jt.vjp(F, x)
     np.testing.assert_allclose(value, F(x), **TOL)
     J = jax_jacobian(f, x)
-    for mode in MAIN_MODES:
+    for mode in jacobian_modes:
         np.testing.assert_allclose(jt.jacobian(F, mode=mode)(x), J, **TOL, err_msg=mode)
     s = _scalar(f, x)
     H = jax_hessian(s, x)
-    for mode in MAIN_MODES:
+    for mode in hessian_modes:
         np.testing.assert_allclose(jt.hessian(s, mode=mode)(x), H, **TOL, err_msg=mode)
     np.testing.assert_allclose(jt.hessian(s, compress=True)(x).dense(), H, **TOL)
+
+
+@pytest.mark.parametrize(("case", "k"), [(c, k) for k, c in enumerate(CASES)], ids=[c[0] for c in CASES])
+def test_against_jax(case, k):
+    """Each case's Jacobian in one mode and its Hessian in the next (the modes rotate over the
+    cases, so each mode meets every family across the list); every mode on every case:
+    :func:`test_against_jax_in_every_mode`."""
+    _against_jax(case, [MAIN_MODES[k % 3]], [MAIN_MODES[(k + 1) % 3]])
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_against_jax_in_every_mode(case):
+    _against_jax(case, MAIN_MODES, MAIN_MODES)
 
 
 VECTOR_HESSIANS = ["amax methods", "prod with zeros", "reshape", "basic index", "integer arrays and mask",
@@ -553,8 +559,8 @@ def test_mlp_with_flat_parameters():
     params, X = rng.normal(size=N_PARAMS) * 0.5, rng.normal(size=(5, 3))
     Y = np.eye(2)[rng.integers(0, 2, size=5)]
     ref = functools.partial(mlp_loss, xp=jnp)
-    g_ref = np.asarray(jax.jit(jax.grad(ref))(_jax_args(params), X, Y))
-    H_ref = np.asarray(jax.jit(jax.hessian(ref))(_jax_args(params), X, Y))
+    g_ref = np.asarray(jax_reference.jit(jax.grad(ref))(_jax_args(params), X, Y))
+    H_ref = np.asarray(jax_reference.jit(jax.hessian(ref))(_jax_args(params), X, Y))
     for mode in MAIN_MODES:
         np.testing.assert_allclose(jt.grad(mlp_loss, mode=mode)(params, X, Y), g_ref, **TOL)
     np.testing.assert_allclose(jt.hessian(mlp_loss)(params, X, Y), H_ref, **TOL)
@@ -569,8 +575,8 @@ def rosenbrock(x, xp=np):
 def test_rosenbrock_gradient_and_hessian():
     x = np.random.default_rng(4).normal(size=100)
     ref = functools.partial(rosenbrock, xp=jnp)
-    np.testing.assert_allclose(jt.grad(rosenbrock)(x), np.asarray(jax.jit(jax.grad(ref))(_jax_args(x))), **TOL)
-    H_ref = np.asarray(jax.jit(jax.hessian(ref))(_jax_args(x)))
+    np.testing.assert_allclose(jt.grad(rosenbrock)(x), np.asarray(jax_reference.jit(jax.grad(ref))(_jax_args(x))), **TOL)
+    H_ref = np.asarray(jax_reference.jit(jax.hessian(ref))(_jax_args(x)))
     for mode in MAIN_MODES:
         np.testing.assert_allclose(jt.hessian(rosenbrock, mode=mode)(x), H_ref, **TOL)
     np.testing.assert_allclose(jt.hessian(rosenbrock, compress=True)(x).dense(), H_ref, **TOL)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax_reference
 import linalg_checks
 import numpy as np
 import pytest
@@ -191,7 +192,7 @@ def reference(case):
     name, f, args, argnum = case
     if name not in _REFERENCES:
         g = lambda *a: f(*a, xp=JNP)  # noqa: E731
-        both = jax.jit(lambda *a: (g(*a), jax.grad(g, argnums=argnum)(*a), jax.hessian(g, argnums=argnum)(*a)))
+        both = jax_reference.jit(lambda *a: (g(*a), jax.grad(g, argnums=argnum)(*a), jax.hessian(g, argnums=argnum)(*a)))
         _REFERENCES[name] = tuple(np.asarray(r) for r in both(*(jnp.asarray(a) for a in args)))
     return _REFERENCES[name]
 
@@ -270,7 +271,7 @@ def matrix_reference(case):
         tangent = tangent + np.swapaxes(tangent, -1, -2)
         g = lambda A: f(A, xp=JNP)  # noqa: E731
         cotangent = rng.normal(size=jax.eval_shape(g, jnp.asarray(A)).shape)
-        refs = jax.jit(lambda A, t, c: (jax.jacrev(g)(A), *jax.jvp(g, (A,), (t,)), jax.vjp(g, A)[1](c)[0]))
+        refs = jax_reference.jit(lambda A, t, c: (jax.jacrev(g)(A), *jax.jvp(g, (A,), (t,)), jax.vjp(g, A)[1](c)[0]))
         _REFERENCES[key] = tangent, cotangent, *(np.asarray(r) for r in refs(A, tangent, cotangent))
     return _REFERENCES[key]
 
@@ -300,7 +301,7 @@ def test_drawn_sizes_match_jax(n, batch, seed):
     rng = np.random.default_rng(seed)
     G, S, B = general(rng, batch, n, negative=bool(seed % 2)), spd(rng, batch, n), rng.normal(size=(*batch, n, 2))
     g = lambda G, S: every_function(G, S, B, JNP)  # noqa: E731
-    want = jax.jit(lambda G, S: (jax.grad(g, argnums=(0, 1))(G, S), jax.hessian(g, argnums=0)(G, S),
+    want = jax_reference.jit(lambda G, S: (jax.grad(g, argnums=(0, 1))(G, S), jax.hessian(g, argnums=0)(G, S),
                                  jax.hessian(g, argnums=1)(G, S)))(jnp.asarray(G), jnp.asarray(S))
     f = lambda G, S: every_function(G, S, B, np)  # noqa: E731
     value, grads = jt.value_and_grad(f, argnum=(0, 1))(G, S)
@@ -350,7 +351,7 @@ def test_gaussian_log_likelihood_gradient_and_hessian_match_jax(case, mode):
     key = "gaussian " + name
     if key not in _REFERENCES:
         g = lambda *a: f(*a, xp=JNP)  # noqa: E731
-        _REFERENCES[key] = tuple(np.asarray(r) for r in jax.jit(lambda *a: (
+        _REFERENCES[key] = tuple(np.asarray(r) for r in jax_reference.jit(lambda *a: (
             jax.grad(g)(*a), jax.hessian(g)(*a), jax.hessian(g, argnums=1)(*a)))(*args))
     gradient, hessian, hessian_r = _REFERENCES[key]
     close(jt.grad(f, mode=mode)(*args), gradient, what="gradient")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 
+import jax_reference
 import numpy as np
 import pytest
 from experiment_scripts import load_experiment
@@ -80,14 +81,14 @@ def test_inverse_recurrence_derivative_grows_linearly(mode):
 
 
 @functools.cache
-def jax_reference(name):
+def jax_derivatives(name):
     """JAX's gradient and Hessian (jitted: JAX's eager Hessian of the loop takes 9 s), once per file."""
     if name == "kalman":
         ys = jnp.asarray(observations(4))
         g = lambda t: kalman_nll(t, ys, jnp)  # noqa: E731
     else:
         g = lambda t: inverse_recurrence(t, 6, jnp)  # noqa: E731
-    return np.asarray(jax.jit(jax.grad(g))(THETA)), np.asarray(jax.jit(jax.hessian(g))(THETA))
+    return np.asarray(jax_reference.jit(jax.grad(g))(THETA)), np.asarray(jax_reference.jit(jax.hessian(g))(THETA))
 
 
 @pytest.mark.parametrize("mode", [pytest.param(m, marks=() if m == "reverse" else pytest.mark.exhaustive)
@@ -95,7 +96,7 @@ def jax_reference(name):
 def test_kalman_gradient_and_hessian_match_jax(mode):
     ys = observations(4)
     f = lambda t: kalman_nll(t, ys)  # noqa: E731
-    gradient, hessian = jax_reference("kalman")
+    gradient, hessian = jax_derivatives("kalman")
     np.testing.assert_allclose(jt.grad(f, mode=mode)(THETA), gradient, rtol=1e-9)
     np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hessian, rtol=1e-8)
 
@@ -104,6 +105,6 @@ def test_kalman_gradient_and_hessian_match_jax(mode):
                                   for m in MODES])
 def test_inverse_recurrence_hessian_matches_jax(mode):
     f = lambda t: inverse_recurrence(t, 6)  # noqa: E731
-    gradient, hessian = jax_reference("inverse")
+    gradient, hessian = jax_derivatives("inverse")
     np.testing.assert_allclose(jt.grad(f, mode=mode)(THETA), gradient, rtol=1e-9)
     np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hessian, rtol=1e-8)

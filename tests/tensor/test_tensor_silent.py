@@ -3,6 +3,7 @@ reverse and cross-country mode."""
 
 from __future__ import annotations
 
+import jax_reference
 import numpy as np
 import pytest
 
@@ -19,8 +20,8 @@ def _against_jax(f, g, *args, argnum=0):
     """Value, gradient and Hessian of ``f`` against ``g``'s under JAX, in every built-in mode."""
     want_value = float(g(*args))
     try:  # one XLA compile each, not one per operation
-        want_grad = np.asarray(jax.jit(jax.grad(g, argnums=argnum))(*args))
-        want_hessian = np.asarray(jax.jit(jax.hessian(g, argnums=argnum))(*args))
+        want_grad = np.asarray(jax_reference.jit(jax.grad(g, argnums=argnum))(*args))
+        want_hessian = np.asarray(jax_reference.jit(jax.hessian(g, argnums=argnum))(*args))
     except (TypeError, IndexError):  # a boolean mask's selection has no static shape under jit: eagerly
         want_grad = np.asarray(jax.grad(g, argnums=argnum)(*args))
         want_hessian = np.asarray(jax.hessian(g, argnums=argnum)(*args))

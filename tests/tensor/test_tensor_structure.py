@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import tracemalloc
 
+import jax_reference
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -213,7 +214,7 @@ def test_hessians_match_jax_in_every_mode(n, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n) * 0.5
     for name, f, g, extra in _hessian_cases(n, rng):
-        want = np.asarray(jax.jit(jax.hessian(g))(jnp.asarray(x), *extra))  # jit: one compile, not one per op
+        want = np.asarray(jax_reference.jit(jax.hessian(g))(jnp.asarray(x), *extra))  # jit: one compile, not one per op
         for mode in MODES:
             _close(jt.hessian(f, mode=mode)(x, *extra), want, f"{name}, n={n}, {mode}")
         _close(jt.hessian(f, compress=True)(x, *extra).dense(), want, f"{name}, n={n}, compressed")
@@ -225,7 +226,7 @@ def test_hessians_match_jax_in_every_mode(n, seed):
 def test_jacobians_match_jax_in_every_mode(n, seed):
     rng = np.random.default_rng(seed)
     for name, f, g, x in _jacobian_cases(n, rng):
-        want = np.asarray(jax.jit(jax.jacfwd(g))(jnp.asarray(x)))
+        want = np.asarray(jax_reference.jit(jax.jacfwd(g))(jnp.asarray(x)))
         for mode in MODES:
             _close(jt.jacobian(f, mode=mode)(x), want, f"{name}, n={n}, {mode}")
 
@@ -243,7 +244,7 @@ def test_matrix_argument_hessians_match_jax(mode):
         ("sum(M) * sum(M * M)", lambda M: np.sum(M) * np.sum(M * M), lambda M: jnp.sum(M) * jnp.sum(M * M)),
     ]
     for name, f, g in cases:
-        want = np.asarray(jax.jit(jax.hessian(g))(jnp.asarray(M)))
+        want = np.asarray(jax_reference.jit(jax.hessian(g))(jnp.asarray(M)))
         _close(jt.hessian(f, mode=mode)(M), want, f"{name}, {mode}")
         _close(jt.hessian(f, mode=mode, compress=True)(M).dense(), want, f"{name}, {mode}, compressed")
 
@@ -255,7 +256,7 @@ def test_l2_hessian_at_a_size_where_constants_do_not_fold(mode):
     rng = np.random.default_rng(3)
     X, y = rng.standard_normal((2 * n, n)), rng.choice([-1.0, 1.0], 2 * n)
     w = rng.standard_normal(n) / math.sqrt(n)
-    want = np.asarray(jax.jit(jax.hessian(_logistic(jnp, True)))(jnp.asarray(w), X, y))
+    want = np.asarray(jax_reference.jit(jax.hessian(_logistic(jnp, True)))(jnp.asarray(w), X, y))
     _close(jt.hessian(_logistic(np, True), mode=mode)(w, X, y), want, mode)
     compressed = jt.hessian(_logistic(np, True), mode=mode, compress=True)(w, X, y)
     _close(compressed.dense(), want, f"{mode}, compressed")

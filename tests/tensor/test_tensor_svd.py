@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax_reference
 import linalg_checks
 import numpy as np
 import pytest
@@ -36,15 +37,10 @@ pytestmark = pytest.mark.usefixtures("float64_jax")
 
 RTOL = 1e-8
 MODES = ["forward", "reverse", "cross_country"]
-_FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def close(got, want, rtol=RTOL, what=""):
     linalg_checks.close(got, want, rtol, what)
-
-
-def jit(f):
-    return jax.jit(f, compiler_options=_FAST_COMPILE)
 
 
 # ---------------------------------------------------------------------------- inputs and signs
@@ -152,7 +148,7 @@ def reference(case):
     name, f, A = case
     if name not in _REFERENCES:
         g = lambda A: f(A, xp=jnp)  # noqa: E731
-        both = jit(lambda A: (g(A), jax.grad(g)(A), jax.hessian(g)(A)))
+        both = jax_reference.jit(lambda A: (g(A), jax.grad(g)(A), jax.hessian(g)(A)))
         _REFERENCES[name] = tuple(np.asarray(r) for r in both(jnp.asarray(A)))
     return _REFERENCES[name]
 
@@ -227,7 +223,7 @@ def matrix_reference(case):
         tangent = rng.normal(size=A.shape)
         g = lambda A: f(A, xp=jnp)  # noqa: E731
         cotangent = rng.normal(size=jax.eval_shape(g, jnp.asarray(A)).shape)
-        refs = jit(lambda A, t, c: (jax.jacrev(g)(A), *jax.jvp(g, (A,), (t,)), jax.vjp(g, A)[1](c)[0]))
+        refs = jax_reference.jit(lambda A, t, c: (jax.jacrev(g)(A), *jax.jvp(g, (A,), (t,)), jax.vjp(g, A)[1](c)[0]))
         _REFERENCES[key] = tangent, cotangent, *(np.asarray(r) for r in refs(A, tangent, cotangent))
     return _REFERENCES[key]
 
