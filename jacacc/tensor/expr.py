@@ -102,10 +102,11 @@ class Tensor:
         A constant's value (``None`` for the symbolic unit tensors until asked).
     """
 
-    __slots__ = ("kind", "shape", "args", "param", "_value", "serial", "__weakref__")
+    __slots__ = ("kind", "shape", "args", "param", "_value", "serial", "_flops", "__weakref__")
 
     def __init__(self, kind: str, shape: Shape, args: tuple[Tensor, ...], param: Any, value: Any = None) -> None:
         self.kind, self.shape, self.args, self.param, self._value = kind, shape, args, param, value
+        self._flops: int | None = None  # node_flops, once asked (a node never changes)
         # creation order: a deterministic key for putting commutative operands in one order
         self.serial = next(_SERIAL)
 
@@ -588,6 +589,13 @@ def node_flops(node: Tensor) -> int:
     """FLOPs of one node: its einsum's cost (for a δ scatter, its core's:
     :class:`DeltaExpansion`), one per element per extra term of a sum, one per
     element of an elementwise function; leaves cost nothing."""
+    if node._flops is None:
+        # fusion weighs each candidate einsum several times over its passes: counted once
+        node._flops = _count_flops(node)
+    return node._flops
+
+
+def _count_flops(node: Tensor) -> int:
     if node.kind == "einsum":
         expansion = delta_expansion(node.param, node.args)
         if expansion is not None:
@@ -713,6 +721,13 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int, memo: dict[tuple, tup
         key = (id(node), tuple(map(id, args)), tuple(inline), tuple(counts))
         if key in memo:
             _, _, fused[id(node)], own[id(node)], total[id(node)], deep[id(node)] = memo[key]
+            continue
+        if not any(inline):  # nothing to inline: the node itself on its (fused) operands
+            chosen = with_args(node, args)
+            fused[id(node)] = chosen
+            own[id(node)], total[id(node)] = _exclusive_cost(chosen, args, counts, inline)
+            deep[id(node)] = (chosen, own[id(node)], total[id(node)])
+            memo[key] = (node, args, chosen, own[id(node)], total[id(node)], deep[id(node)])
             continue
         chosen = _cheapest_inlining(node.param, args, inline, max_operands)
         fused[id(node)] = chosen

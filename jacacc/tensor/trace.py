@@ -739,9 +739,10 @@ def trace(f: Callable, args: Sequence[Any], parameters: Sequence[Tensor] = ()) -
                 with intercepting() as skipped:
                     result = f(*passed)
                 break
-            except UnsupportedOperationError:
+            except Exception:
                 # f imported a library whose functions are traced by name (scipy.special inside f):
-                # the second trace finds it imported and intercepts it
+                # the second trace finds it imported and intercepts it.  Whatever the library's own
+                # function raised on a traced array (SciPy checks shapes before converting) is moot
                 if attempt == 2 or not any(name in sys.modules for name in skipped):
                     raise
     finally:
