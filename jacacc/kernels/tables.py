@@ -70,6 +70,7 @@ __all__ = [
     "CUDA_TABLE_KERNEL",
     "OPERATIONS",
     "InstructionTable",
+    "ValueNumbering",
     "cuda_table_source",
     "cupy_table_kernel",
     "group_by_operation",
@@ -173,12 +174,17 @@ class InstructionTable:
         ValueError
             An operation the interpreters do not carry, or a name read before it is assigned.
         """
-        flat = _Flattener(inputs)
+        flat = ValueNumbering(inputs)
         for name, expr in assignments:
             flat.assign(name, expr)
-        result_values = [flat.value(e) for e in results]
+        return cls.from_values(flat, [flat.value(e) for e in results], len(assignments))
+
+    @classmethod
+    def from_values(cls, flat: ValueNumbering, results: Sequence[int], statements: int) -> InstructionTable:
+        """The table of the instructions ``flat`` holds (:class:`ValueNumbering`, filled by
+        :meth:`ValueNumbering.operation`), returning the values numbered ``results``."""
         instructions = group_by_operation(flat.instructions)
-        return _allocate(instructions, flat, result_values, len(inputs), len(assignments))
+        return _allocate(instructions, flat, list(results), flat.n_inputs, statements)
 
     def listing(self, limit: int | None = 50) -> str:
         """The instructions as text (``r5 = mul r3 r4``), at most ``limit`` of them."""
@@ -196,13 +202,18 @@ class InstructionTable:
         return "\n".join(lines)
 
 
-class _Flattener:
+class ValueNumbering:
     """Assignments → SSA instructions ``(opcode, dest, operands)`` over value numbers; values
-    ``0 … n−1`` are the inputs, constants get numbers of their own (recorded in ``constants``)."""
+    ``0 … n−1`` are the inputs, constants get numbers of their own (recorded in ``constants``).
+
+    A writer that computes its operations' operands itself (:mod:`jacacc.tensor.scalarize`) calls
+    :meth:`operation` and :meth:`constant` directly and builds the table with
+    :meth:`InstructionTable.from_values`, with no expression objects in between.
+    """
 
     def __init__(self, inputs: Sequence[str]) -> None:
         self.names: dict[str, int] = {name: k for k, name in enumerate(inputs)}
-        self.n_values = len(self.names)
+        self.n_inputs = self.n_values = len(self.names)
         self.constants: dict[bytes, int] = {}  # by bit pattern: -0.0 and NaNs kept apart
         self.constant_values: dict[int, float] = {}
         self.computed: dict[tuple, int] = {}
@@ -256,12 +267,17 @@ class _Flattener:
         return done[id(expr)]
 
     def apply(self, e: Apply, operands: list[int]) -> int:
-        fn = e.fn
+        squared = e.fn == "pow" and isinstance(e.args[1], Const) and e.args[1].value == 2.0
+        return self.operation(e.fn, operands, squared)
+
+    def operation(self, fn: str, operands: Sequence[int], squared: bool = False) -> int:
+        """The value number of ``fn`` of the values ``operands`` (``squared``: a ``pow`` whose
+        exponent is the constant 2), emitting its instruction unless the same was computed."""
         if fn in _IDENTITIES:
             return operands[0]
         if fn == "tangent_seed":  # the value 0 whatever the operand (jacacc.rules)
             return self.constant(0.0)
-        if fn == "pow" and isinstance(e.args[1], Const) and e.args[1].value == 2.0:
+        if squared:
             fn, operands = "square", operands[:1]  # x**2 is x*x, as LLVM computes it in straight-line code
         opcode = _OPCODE.get(fn)
         if opcode is None:
@@ -309,7 +325,7 @@ def group_by_operation(instructions: Sequence[tuple[int, int, tuple[int, ...]]])
 WINDOW = 512
 
 
-def _allocate(instructions: list[tuple[int, int, tuple[int, ...]]], flat: _Flattener, results: list[int],
+def _allocate(instructions: list[tuple[int, int, tuple[int, ...]]], flat: ValueNumbering, results: list[int],
               n_inputs: int, n_statements: int) -> InstructionTable:
     """Registers for the values: constants first (fixed), inputs next (reloaded every block), then
     each value a register from its instruction to its last read (results: to the end)."""
@@ -325,31 +341,36 @@ def _allocate(instructions: list[tuple[int, int, tuple[int, ...]]], flat: _Flatt
     n_registers = len(constant_numbers) + n_inputs
     permanent = len(constant_numbers)  # constants are filled once per thread: never reused
     free: list[int] = [int(register[k]) for k in range(n_inputs) if last_read[k] < 0][::-1]
-    code = np.empty((len(instructions), 4), dtype=np.int32)
+    # plain lists in the loop (an entry of a NumPy array costs a boxed integer on each access)
+    register_of, last = register.tolist(), last_read.tolist()
+    code: list[tuple[int, int, int, int]] = []
     third = np.zeros(len(instructions), dtype=np.int32)
     for position, (opcode, dest, operands) in enumerate(instructions):
         if free:
-            register[dest] = free.pop()
+            row = register_of[dest] = free.pop()
         else:
-            register[dest] = n_registers
+            row = register_of[dest] = n_registers
             n_registers += 1
-        rows = [int(register[a]) for a in operands]
-        code[position] = (opcode, register[dest], rows[0], rows[1] if len(rows) > 1 else 0)
+        rows = [register_of[a] for a in operands]
+        code.append((opcode, row, rows[0], rows[1] if len(rows) > 1 else 0))
         if len(rows) > 2:
             third[position] = rows[2]
         # operands read for the last time give their registers back, after the destination is
         # chosen: an instruction never writes a row it reads
-        for a in set(operands):
-            if last_read[a] == position and register[a] >= permanent:
-                free.append(int(register[a]))
-        if last_read[dest] < 0:  # computed and never read (dead code the lowering left): reuse at once
-            free.append(int(register[dest]))
+        distinct = len(operands) == 1 or (len(operands) == 2 and operands[0] != operands[1])
+        for a in operands if distinct else set(operands):
+            if last[a] == position and register_of[a] >= permanent:
+                free.append(register_of[a])
+        if last[dest] < 0:  # computed and never read (dead code the lowering left): reuse at once
+            free.append(row)
+    register = np.array(register_of, dtype=np.int64)
+    table = np.array(code, dtype=np.int32).reshape(len(instructions), 4)
     return InstructionTable(
         n_inputs=n_inputs,
         n_registers=max(n_registers, 1),
-        code=code,
+        code=table,
         third=third,
-        runs=_runs(code[:, 0]),
+        runs=_runs(table[:, 0]),
         constants=np.array([flat.constant_values[k] for k in constant_numbers], dtype=np.float64),
         input_rows=register[:n_inputs].astype(np.int32),
         outputs=register[results].astype(np.int32) if results else np.zeros(0, dtype=np.int32),

@@ -55,7 +55,6 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
-from jacacc.partials import Apply, Const, Expr, Var
 from jacacc.tensor.expr import OPERATORS, Tensor, flops_of, nodes_of
 
 __all__ = ["ENABLED", "KEEP_BELOW", "MAX_INSTRUCTIONS", "SCALAR_AFTER", "STRUCTURAL_OPERATORS", "TRY_AFTER_SECONDS",
@@ -77,12 +76,12 @@ ENABLED = os.environ.get("JACACC_SCALAR", "1") != "0"
 #: gradient of 37 000 operations took 1.1 s), as a tracing JIT compiles code once it has run long
 #: enough to pay for it; a program differentiated a few times (a test) never writes one
 TRY_AFTER_SECONDS = 0.05
-WRITE_SECONDS_PER_OPERATION = 30e-6
+WRITE_SECONDS_PER_OPERATION = 8e-6
 #: the tier is kept when its call takes at most this share of the NumPy program's
 KEEP_BELOW = 0.8
 #: the most scalar operations (the program's FLOPs) written out as a table: past it the table's
 #: building (microseconds of Python per operation) costs more than it can save
-MAX_INSTRUCTIONS = 200_000
+MAX_INSTRUCTIONS = 1_000_000
 #: general functions that only move entries (their NumPy ``forward`` runs on object arrays)
 STRUCTURAL_OPERATORS = frozenset({"reshape", "index", "index_scatter", "concatenate", "pad", "gather",
                                   "scatter_add", "cumsum"})
@@ -95,43 +94,41 @@ _IDENTITIES = frozenset({"pos", "stop_gradient"})
 
 
 class _Writer:
-    """The scalar program being written: single assignments, each operation of the same operands once."""
+    """The scalar program being written, straight into value-numbered instructions
+    (:class:`~jacacc.kernels.tables.ValueNumbering`): each operation of the same operands once, and
+    no expression objects in between (building one per operation cost 20 µs of the 30 µs each
+    operation took to write)."""
 
-    def __init__(self) -> None:
-        self.assignments: list[tuple[str, Expr]] = []
-        self._seen: dict[tuple, _Symbol] = {}
+    def __init__(self, inputs: Sequence[str]) -> None:
+        from jacacc.kernels.tables import ValueNumbering
 
-    def apply(self, fn: str, *args: Any) -> Any:
-        exprs = tuple(_expr(a) for a in args)
-        key = (fn, *(_key(e) for e in exprs))
-        found = self._seen.get(key)
-        if found is None:
-            name = f"t{len(self.assignments)}"
-            self.assignments.append((name, Apply(fn, exprs)))
-            found = self._seen[key] = _Symbol(self, Var(name))
-        return found
+        self.flat = ValueNumbering(inputs)
 
+    def number(self, a: Any) -> int:
+        """The value number of a symbol, or of a number (a constant)."""
+        return a.number if isinstance(a, _Symbol) else self.flat.constant(float(a))
 
-def _expr(a: Any) -> Expr:
-    if isinstance(a, _Symbol):
-        return a.expr
-    return Const(float(a))
+    def constant(self, value: float) -> _Symbol:
+        return _Symbol(self, self.flat.constant(float(value)))
 
-
-def _key(e: Expr) -> Any:
-    return ("c", np.float64(e.value).tobytes()) if isinstance(e, Const) else e.name
+    def apply(self, fn: str, *args: Any) -> _Symbol:
+        operands = [self.number(a) for a in args]
+        # x ** 2 with the exponent a constant: one multiplication (ValueNumbering.operation)
+        squared = fn == "pow" and self.flat.constant_values.get(operands[1]) == 2.0
+        return _Symbol(self, self.flat.operation(fn, operands, squared))
 
 
 class _Symbol:
-    """One scalar of the program being written (an input, a constant or an assignment's name).
+    """One scalar of the program being written (an input, a constant or an operation's result), by
+    its value number.
 
     Exact integers stand for the tensor level's structural values (a δ's 0 and 1): a product with
     0 is 0 and no instruction, a product with 1 and a sum with 0 are the other operand."""
 
-    __slots__ = ("expr", "writer")
+    __slots__ = ("number", "writer")
 
-    def __init__(self, writer: _Writer, expr: Expr) -> None:
-        self.writer, self.expr = writer, expr
+    def __init__(self, writer: _Writer, number: int) -> None:
+        self.writer, self.number = writer, number
 
     def __add__(self, other: Any) -> Any:
         return _arithmetic("add", self, other)
@@ -158,6 +155,9 @@ class _Symbol:
 def _arithmetic(fn: str, a: Any, b: Any) -> Any:
     """``a fn b`` with one of them a symbol: exact integers fold (0 + x, 1 · x, 0 · x, x − 0); an array
     of entries is NumPy's to apply entry by entry."""
+    if type(a) is _Symbol and type(b) is _Symbol:  # the common case, first: two values
+        writer = a.writer
+        return _Symbol(writer, writer.flat.operation(fn, (a.number, b.number)))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return NotImplemented
     symbol = a if isinstance(a, _Symbol) else b
@@ -182,7 +182,7 @@ def _constant(writer: _Writer, node: Tensor) -> np.ndarray:
     values = np.asarray(node.value, dtype=float)
     out = np.empty(values.shape, dtype=object)
     for index, v in np.ndenumerate(values):
-        out[index] = _Symbol(writer, Const(float(v)))
+        out[index] = writer.constant(v)
     return out
 
 
@@ -194,7 +194,7 @@ def _elementwise(writer: _Writer, name: str, p: float | None, args: list[np.ndar
         return np.zeros(args[0].shape, dtype=object)
 
     def one(*xs: Any) -> Any:
-        xs = tuple(x if isinstance(x, _Symbol) else _Symbol(writer, Const(float(x))) for x in xs)
+        xs = tuple(x if isinstance(x, _Symbol) else writer.constant(x) for x in xs)
         if name == "pow" and p is not None:  # x ** p; without p, x ** y of two operands
             return writer.apply("pow", xs[0], p)
         if name == "shift":
@@ -254,7 +254,7 @@ def _lu_factors(writer: _Writer, A: np.ndarray) -> _Factors:
 
 
 def _symbol(writer: _Writer, entry: Any) -> Any:
-    return entry if isinstance(entry, _Symbol) else _Symbol(writer, Const(float(entry)))
+    return entry if isinstance(entry, _Symbol) else writer.constant(entry)
 
 
 def _permuted(writer: _Writer, rows: list, swaps: list, inverse: bool) -> list:
@@ -441,18 +441,17 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
     if flops > MAX_INSTRUCTIONS:
         raise UnsupportedOperationError(f"the scalar tier writes out at most {MAX_INSTRUCTIONS} operations; "
                                         f"this program has {flops}")
-    writer = _Writer()
+    sizes = [math.prod(x.shape) for x in inputs]
+    writer = _Writer([f"a{k}" for k in range(sum(sizes))])  # input entries are values 0 … n − 1
     factored: dict[int, _Factors] = {}  # getrf's two outputs, one factorization
     factorized = False
-    names: list[str] = []
     values: dict[int, np.ndarray] = {}
-    for k, x in enumerate(inputs):
-        entries = np.empty(x.shape, dtype=object)
-        for index in np.ndindex(*x.shape):
-            name = f"a{k}_{len(names)}"
-            names.append(name)
-            entries[index] = _Symbol(writer, Var(name))
-        values[id(x)] = entries
+    start = 0
+    for x, size in zip(inputs, sizes, strict=True):
+        entries = np.empty(size, dtype=object)
+        entries[:] = [_Symbol(writer, start + k) for k in range(size)]
+        values[id(x)] = entries.reshape(x.shape)
+        start += size
     for node in nodes_of(outputs):
         if id(node) in values:
             continue
@@ -479,8 +478,8 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
             values[id(node)] = _operator(node, args)
         else:
             raise UnsupportedOperationError(f"the scalar tier does not write out nodes of kind {node.kind!r}")
-    results = [_expr(e) for y in outputs for e in np.asarray(values[id(y)], dtype=object).reshape(-1)]
-    table = InstructionTable.build(names, writer.assignments, results)
+    results = [writer.number(e) for y in outputs for e in np.asarray(values[id(y)], dtype=object).reshape(-1)]
+    table = InstructionTable.from_values(writer.flat, results, len(writer.flat.instructions))
     return ScalarProgram(table, [x.shape for x in inputs], [y.shape for y in outputs], dtype, factorized)
 
 
