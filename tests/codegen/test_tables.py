@@ -166,6 +166,11 @@ def _check_numba_interpreter(drawn, float32):
         for block in (8, 128):
             got = run_table(tables.numba_table_kernel(table, block=block), table, X)
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
+        # one point at a time: the one-point interpreter (registers in one vector)
+        kernel = tables.numba_table_kernel(table)
+        for row in range(0, 300, 37):
+            got = run_table(kernel.on_this_thread, table, X[row:row + 1])
+            np.testing.assert_allclose(got, expected[row:row + 1], rtol=1e-12, atol=1e-300)
         if not float32:
             continue
         got32 = run_table(tables.numba_table_kernel(table, "float32"), table, X.astype(np.float32))
