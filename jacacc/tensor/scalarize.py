@@ -22,7 +22,7 @@ NumPy).
 
 ``np.max``/``np.min``'s derivative weights (``extremum_weights``, also behind ``logsumexp``) are
 written out as a running ``maximum`` (``minimum``), each entry's ``eq`` with it, and a division by
-the ties' count; small LU factorizations as branch-free pivoting (:data:`FACTORIZATIONS`).
+the ties' count; ``np.prod``'s zero masks, signs and zero counts (``prod_masks``) as comparisons; small LU factorizations as branch-free pivoting (:data:`FACTORIZATIONS`).
 
 Where it is not used: a program with a general function other than these (the other LAPACK
 operators, sorting), or with more than :data:`MAX_INSTRUCTIONS` scalar operations (its
@@ -350,6 +350,29 @@ def _extremum_weights(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], lar
     return out.transpose(np.argsort(order))
 
 
+def _prod_masks(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], index: int) -> np.ndarray:
+    """Output ``index`` of the operator ``prod_masks`` (:func:`jacacc.tensor.arrays._prod_masks`: the
+    data behind ``np.prod``'s exact derivatives) entry by entry: the zero mask ``eq(x, 0)`` and its
+    complement ``ne(x, 0)``; per group over ``axes`` the sign, a product of ``where(x < 0, −1, 1)``
+    (exact), and the coefficients ``[count = c]`` (½ for c = 2) of the zero count, a sum of exact 0s and 1s."""
+    if index in (0, 1):
+        return _elementwise(writer, "eq" if index == 0 else "ne", None, [x, np.zeros(x.shape, dtype=object)])
+    kept = [k for k in range(x.ndim) if k not in axes]
+    grouped = x.transpose(kept + list(axes))
+    out = np.empty(grouped.shape[:len(kept)], dtype=object)
+    for outer in np.ndindex(*out.shape):
+        entries = [_symbol(writer, e) for e in grouped[outer].reshape(-1)]
+        if index == 2:
+            signs = [writer.apply("where", writer.apply("lt", e, 0.0), -1.0, 1.0) for e in entries]
+            out[outer] = reduce(lambda a, b: writer.apply("mul", a, b), signs)
+        else:
+            c = index - 3
+            count = reduce(lambda a, b: writer.apply("add", a, b), [writer.apply("eq", e, 0.0) for e in entries])
+            exactly = writer.apply("eq", count, float(c))
+            out[outer] = writer.apply("mul", exactly, 0.5) if c == 2 else exactly
+    return out
+
+
 def _operator(node: Tensor, args: list[Any]) -> np.ndarray:
     name, options, index = node.param
     if any(isinstance(a, _Factors) for a in args):
@@ -471,6 +494,9 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
             values[id(node)] = _entries(_elementwise(writer, *node.param, args), node.shape)
         elif node.kind == "op" and node.param[0] == "extremum_weights":
             values[id(node)] = _extremum_weights(writer, args[0], **dict(node.param[1]))
+        elif node.kind == "op" and node.param[0] == "prod_masks":
+            values[id(node)] = _entries(_prod_masks(writer, args[0], dict(node.param[1])["axes"], node.param[2]),
+                                        node.shape)
         elif node.kind == "op" and node.param[0] in FACTORIZATIONS:
             values[id(node)] = _factorization(writer, node, args, factored)
             factorized = True

@@ -35,7 +35,12 @@ def powers(x):
     return np.sum(np.abs(x) ** x[::-1]) + np.maximum(x[0], x[1]) * x[2]
 
 
-FUNCTIONS = {"wood": wood, "shifted_slices": shifted_slices, "powers": powers}
+def products(x):
+    # np.prod's exact derivatives read its zero masks, signs and zero counts (prod_masks)
+    return (np.prod(x) - 1) ** 2 + np.sum(np.prod(x.reshape(2, 2), axis=1) ** 3)
+
+
+FUNCTIONS = {"wood": wood, "shifted_slices": shifted_slices, "powers": powers, "products": products}
 POINT = np.array([0.7, -1.3, 0.4, 1.1])
 
 
@@ -71,6 +76,20 @@ def test_extremum_weights_are_written_out_with_ties_infinities_and_nans(largest)
     for got, want in zip(table.reference(point), Program([weights, rows], [x])(point), strict=True):
         np.testing.assert_array_equal(got, want)
     assert np.all(np.isnan(table.reference(point)[0][:, 1]))
+
+
+def test_prod_masks_are_written_out_with_zeros_signs_and_counts():
+    """Every output of np.prod's masks, per group over any axes, as the operator computes them on
+    NumPy arrays: groups with no, one, two and three zeros, negative entries, a negative zero."""
+    x = var("x", (4, 2, 3))
+    masks = apply_operator("prod_masks", [x], axes=(2,)) + apply_operator("prod_masks", [x], axes=(0, 2))
+    point = np.random.default_rng(7).normal(size=(4, 2, 3))
+    point[1, 0, 0] = 0.0                          # one zero
+    point[2, 0, :2] = 0.0                         # two
+    point[3, 1, :] = [0.0, -0.0, 0.0]             # three, one of them negative zero
+    table = scalarize.scalar_program(list(masks), [x])
+    for got, want in zip(table.reference(point), Program(list(masks), [x])(point), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_the_numba_interpreter_runs_the_table():
