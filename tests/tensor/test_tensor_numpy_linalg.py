@@ -31,6 +31,7 @@ from linalg_checks import check_matrix_valued_against_jax
 import jacacc.tensor as jt
 from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
 from jacacc.linalg.routines import SingularMatrixError
+from jacacc.tensor.trace import trace
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -156,6 +157,10 @@ def _cases():
          lambda A, xp: (xp.sum(xp.sin(xp.linalg.cholesky(A, upper=True))) + xp.sum(xp.log(xp.linalg.cholesky(A) ** 2
                                                                                           + 1))
                         + xp.sum(xp.linalg.eigh(A, UPLO="U")[0] ** 3) + xp.sum(xp.linalg.eigh(A)[1] ** 4)), (Sb,), 0),
+        ("solve with Cholesky factors (triangular solves), batched, upper, a matrix b",
+         lambda A, xp: (xp.sum(xp.linalg.solve(xp.linalg.cholesky(A).swapaxes(-1, -2),
+                                               xp.linalg.solve(xp.linalg.cholesky(A), Bb)) ** 2)
+                        + xp.sum(xp.sin(xp.linalg.solve(xp.linalg.cholesky(A, upper=True), Bb[0])))), (Sb,), 0),
         ("norm of vectors: ord None, 1, ±inf, 3, 0.5",
          lambda A, xp: (xp.linalg.norm(A @ b3) + xp.linalg.norm(A @ b3, 1) ** 2 + xp.linalg.norm(A @ b3, np.inf) ** 2
                         + xp.linalg.norm(A @ b3, -np.inf) ** 2 + xp.linalg.norm(A @ b3, 3)
@@ -366,6 +371,24 @@ def test_gaussian_log_likelihood_hessian_in_r_is_minus_the_inverse_covariance():
 
 
 # ---------------------------------------------------------------------------- conventions
+def test_solve_with_a_cholesky_factor_is_a_triangular_solve():
+    """np.linalg.solve of potrf's output or its transpose runs trsm, not an LU factorization (values
+    and derivatives against JAX: the "solve with Cholesky factors" case)."""
+    from jacacc.tensor.expr import nodes_of
+
+    S = spd(np.random.default_rng(3), (), N)
+    r = np.arange(1.0, N + 1)
+
+    def gp_like(A):
+        L = np.linalg.cholesky(A)
+        return r @ np.linalg.solve(L.T, np.linalg.solve(L, r))
+
+    traced = trace(gp_like, [S])
+    ops = {n.param[0] for n in nodes_of(list(traced.outputs)) if n.kind == "op"}
+    assert "trsm" in ops and "getrf" not in ops
+    close(jt.vjp(gp_like, S)[0], gp_like(S), rtol=1e-12, what="value")
+
+
 def test_cholesky_and_eigh_read_one_triangle_and_differentiate_numpys_function():
     """NumPy's value (the lower triangle of a non-symmetric input) and the derivative of NumPy's
     function: zero above the diagonal, as central differences of np.linalg.cholesky/eigh give."""
