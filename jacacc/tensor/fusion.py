@@ -703,9 +703,26 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
     for root, members in sorted(groups.items()):
         region = _region(nodes, sorted(members))
         least = min_size_of(kinds[root], region.operations, min_size)
-        if region.operations >= min_operations and region.work >= least and not region.transposed:
+        if region.operations >= min_operations and region.work >= least and not region.transposed \
+                and not _scattered_cheaper(region):
             regions.append(region)
     return regions
+
+
+#: the cost of one NumPy call in element operations (about a microsecond: a thousand additions)
+CALL_ELEMENTS = 1000
+
+
+def _scattered_cheaper(region: Region) -> bool:
+    """Whether the slices a region scatters back (``index_scatter`` members) cost less added into
+    their sum where they lie, one NumPy call each (:mod:`jacacc.tensor.straightline`), than as the
+    region's brackets, which the kernel tests at every entry for every slice: a convolution's
+    Hessian by windows sums 98 blocks of 3 × 100 into a 100 × 100 array (98 brackets at each of
+    10⁴ entries against 98 additions of 300)."""
+    boxes = [m.args[0].size for m in region.members if m.kind == "op" and m.param[0] == "index_scatter"]
+    if len(boxes) < 2:
+        return False
+    return region.work * len(boxes) > sum(boxes) + CALL_ELEMENTS * len(boxes)
 
 
 def _region(nodes: list[Tensor], members: list[int]) -> Region:

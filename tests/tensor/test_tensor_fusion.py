@@ -223,6 +223,40 @@ def test_blas_contractions_are_never_fused() -> None:
     assert "@" in program._straight_line.source
 
 
+def test_many_small_scattered_slices_are_added_where_they_lie() -> None:
+    """A sum of many small slices scattered back (a convolution's Hessian by windows) is no region
+    (a kernel would test every slice's bracket at every entry): each slice is added into the sum's
+    array where it lies, one NumPy statement each; a sum of few large slices stays a region."""
+    n, k, width = 40, 30, 3
+    x = var("x", (n, width))
+    blocks = [apply_operator("index_scatter", [unary("exp", einsum("ij,->ij", x, const(0.1 * j)))],
+                             key=BasicKey((("s", 0, 1, n), ("s", j, 1, width))), shape=(n, n))[0]
+              for j in range(k)]
+    total = add(*blocks)
+    assert fusion._scattered_cheaper(fusion._region(*_members_of(total)))
+    assert not any(r.root is total for r in fusion.find_regions([total], min_size=0))
+    program = Program([total], [x])
+    point = np.random.default_rng(4).standard_normal((n, width))
+    (got,) = program(point)
+    want = np.zeros((n, n))
+    for j in range(k):
+        want[:, j:j + width] += np.exp(0.1 * j * point)
+    _close(got, want)
+    assert "] += " in program._straight_line.source
+    wide = var("w", (n, n - 1))  # a differenced vector's two shifted slices: each nearly the whole array
+    few = add(*(apply_operator("index_scatter", [unary("exp", wide)], key=BasicKey((("s", 0, 1, n), ("s", j, 1, n - 1))),
+                               shape=(n, n))[0] for j in range(2)))
+    assert not fusion._scattered_cheaper(fusion._region(*_members_of(few)))
+
+
+def _members_of(root: Any) -> tuple[list[Any], list[int]]:
+    """The nodes under ``root`` and the positions of the root's region-like members: every node."""
+    from jacacc.tensor.expr import nodes_of
+
+    nodes = nodes_of([root])
+    return nodes, [k for k, node in enumerate(nodes) if node.kind not in ("var", "const")]
+
+
 def test_a_short_contraction_is_summed_where_the_region_reads_it() -> None:
     """``Ω ⊙ (T − U Vᵀ)`` of rank 3: the product's terms are written into the kernel (no n × n
     product in memory); a short sum read at fewer indices than the loops around it stays BLAS."""
