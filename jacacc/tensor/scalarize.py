@@ -350,6 +350,35 @@ def _extremum_weights(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], lar
     return out.transpose(np.argsort(order))
 
 
+def _contract(node: Tensor, args: list[np.ndarray]) -> Any:
+    """An einsum of object arrays, pair by pair along its contraction path (the one its FLOPs are
+    counted on): NumPy's einsum of three or more object operands loops over every letter at once,
+    one product per combination (attention's ``QKᵀ`` chains: 366 264 instructions for 47 916 FLOPs)."""
+    from jacacc.tensor.expr import contraction_path
+
+    if len(args) <= 2:
+        return np.einsum(node.param, *args, dtype=object)
+    lhs, out = node.param.split("->")
+    terms = list(zip(lhs.split(","), args, strict=True))
+    path, _ = contraction_path(node.param, tuple(a.shape for a in node.args))
+    for step in path:
+        taken = [terms.pop(p) for p in sorted(step, reverse=True)]
+        rest = set(out).union(*(labels for labels, _ in terms))
+        result = "".join(c for c in dict.fromkeys("".join(labels for labels, _ in taken)) if c in rest)
+        if not terms:
+            result = out
+        subscripts = ",".join(labels for labels, _ in taken) + "->" + result
+        terms.append((result, _entries(np.einsum(subscripts, *(a for _, a in taken), dtype=object),
+                                       tuple(extent for extent in _extents(taken, result)))))
+    ((labels, value),) = terms
+    return value if labels == out else np.einsum(f"{labels}->{out}", value, dtype=object)
+
+
+def _extents(terms: list[tuple[str, np.ndarray]], labels: str) -> list[int]:
+    extent = {c: n for term, a in terms for c, n in zip(term, a.shape, strict=True)}
+    return [extent[c] for c in labels]
+
+
 def _prod_masks(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], index: int) -> np.ndarray:
     """Output ``index`` of the operator ``prod_masks`` (:func:`jacacc.tensor.arrays._prod_masks`: the
     data behind ``np.prod``'s exact derivatives) entry by entry: the zero mask ``eq(x, 0)`` and its
@@ -487,7 +516,7 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
         elif node.kind == "var":
             raise ValueError(f"the expression reads {node.param!r}, which the program is not given")
         elif node.kind == "einsum":
-            values[id(node)] = _entries(np.einsum(node.param, *args, dtype=object), node.shape)
+            values[id(node)] = _entries(_contract(node, args), node.shape)
         elif node.kind == "add":  # entry by entry (a 0-d sum of two arrays is an entry, not an array)
             values[id(node)] = _entries(reduce(lambda a, b: _entries(a + b, node.shape), args), node.shape)
         elif node.kind == "unary":

@@ -92,6 +92,20 @@ def test_prod_masks_are_written_out_with_zeros_signs_and_counts():
         np.testing.assert_array_equal(got, want)
 
 
+def test_einsums_of_three_operands_are_written_pair_by_pair():
+    """A chain ``A·B·C`` is written along its contraction path: no more instructions than its
+    FLOPs (all at once, every combination of its letters would be a product of three)."""
+    from jacacc.tensor.expr import flops_of
+
+    A, B, C = var("A", (2, 8)), var("B", (8, 8)), var("C", (8, 2))
+    y = einsum("ij,jk,kl->il", A, B, C)
+    table = scalarize.scalar_program([y], [A, B, C])
+    assert table.table.n_instructions <= flops_of([y]) < 2 * 8 * 8 * 2 * 2
+    rng = np.random.default_rng(9)
+    arrays = [rng.normal(size=s) for s in ((2, 8), (8, 8), (8, 2))]
+    np.testing.assert_allclose(table.reference(*arrays)[0], arrays[0] @ arrays[1] @ arrays[2], rtol=1e-13)
+
+
 def test_the_numba_interpreter_runs_the_table():
     program = derivative_program(wood, POINT, 1)
     table = scalarize.scalar_program(program.outputs, program.inputs)
