@@ -450,9 +450,10 @@ def numba_table_source(fastmath: bool = False, operations: Sequence[str] = OPERA
     constants, input_rows, outputs, n_registers, block, first, last)`` runs points ``first …
     last − 1`` in blocks of ``block`` points, each block one loop over its points per instruction
     (see the module notes), and writes the first ``V.shape[1]`` results to ``V``, the others to
-    ``J``; it releases the GIL, so threads can share the points.  With ``block`` 1 (a tensor
-    program's call at one point) ``interpret_one`` runs the table on one vector of registers:
-    2.2 ns an instruction instead of 4.1 (an RNN gradient's 57 866 instructions)."""
+    ``J``; it releases the GIL, so threads can share the points.  ``table_kernel_one(X, V, J, code,
+    third, runs, constants, input_rows, outputs, n_registers)`` runs one point (a tensor program's
+    call) with ``interpret_one`` on one vector of registers: 2.2 ns an instruction instead of 4.1
+    (an RNN gradient's 57 866 instructions)."""
     used = vector_math_used(operations)
     fm = repr(bool(fastmath))
     lines = numba_preamble(
@@ -503,15 +504,29 @@ def numba_table_source(fastmath: bool = False, operations: Sequence[str] = OPERA
         "            Rk = R[input_rows[k]]",
         "            for i in range(L):",
         "                Rk[i] = X[start + i, k]",
-        "        if B == 1:",
-        "            interpret_one(R.reshape(n_registers), code, third, runs)",
-        "        else:",
-        "            interpret(R, L, B, code, third, runs)",
+        "        interpret(R, L, B, code, third, runs)",
         "        for i in range(L):",
         "            for k in range(m):",
         "                V[start + i, k] = R[outputs[k], i]",
         "            for k in range(J.shape[1]):",
         "                J[start + i, k] = R[outputs[m + k], i]",
+        "", "",
+        # its own entry point: Numba compiles a function at its first call, so a table run only on
+        # blocks of points never compiles the one-point interpreter, nor one run only at one point
+        # the blocked one (each is about 40 % of an interpreter's compile)
+        f"@njit(nogil=True, error_model='numpy', fastmath={fm}, cache=True)",
+        "def table_kernel_one(X, V, J, code, third, runs, constants, input_rows, outputs, n_registers):",
+        "    m = V.shape[1]",
+        "    R = np.empty(n_registers, dtype=X.dtype)",
+        "    for k in range(constants.shape[0]):",
+        "        R[k] = constants[k]",
+        "    for k in range(input_rows.shape[0]):",
+        "        R[input_rows[k]] = X[0, k]",
+        "    interpret_one(R, code, third, runs)",
+        "    for k in range(m):",
+        "        V[0, k] = R[outputs[k]]",
+        "    for k in range(J.shape[1]):",
+        "        J[0, k] = R[outputs[m + k]]",
     ]
     return "\n".join(lines) + "\n"
 
@@ -557,8 +572,9 @@ def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: i
 
     Returns ``run(X, V, J)`` (C-contiguous ``dtype`` arrays of shapes ``(N, n_inputs)``, ``(N, m)``
     and ``(N, len(outputs) − m)``: the first ``m`` results go to ``V``, the rest to ``J``) with
-    ``run.build()`` (compile or load the interpreter; seconds) and ``run.on_this_thread(X, V, J)``
-    (the same on the calling thread, without the thread pool's bookkeeping: a call of a few points).
+    ``run.build(one_point=False)`` (compile or load the interpreter of blocks of points, or of one
+    point; seconds) and ``run.on_this_thread(X, V, J)`` (the same on the calling thread, without the
+    thread pool's bookkeeping: a call of a few points, or of one by the one-point interpreter).
     """
     module = _numba_module(bool(fastmath), table_operations(table))
     kind = np.dtype(dtype)
@@ -567,24 +583,31 @@ def numba_table_kernel(table: InstructionTable, dtype: str = "float64", block: i
             table.n_registers, block)
     work_per_point = max(table.n_instructions, 1)
 
-    def build() -> float:
+    def build(one_point: bool = False) -> float:
         import numba
 
         start = time.perf_counter()
         item = getattr(numba.types, kind.name)
         index, integer = numba.types.int32, numba.types.int64
-        module.table_kernel.compile((item[:, ::1], item[:, ::1], item[:, ::1], index[:, ::1], index[::1], index[:, ::1],
-                                     item[::1], index[::1], index[::1], integer, integer, integer, integer))
+        table_types = (item[:, ::1], item[:, ::1], item[:, ::1], index[:, ::1], index[::1], index[:, ::1],
+                       item[::1], index[::1], index[::1], integer)
+        if one_point:
+            module.table_kernel_one.compile(table_types)
+        else:
+            module.table_kernel.compile((*table_types, integer, integer, integer))
         return time.perf_counter() - start
 
     def run(X: np.ndarray, V: np.ndarray, J: np.ndarray) -> None:
         run_blocks(lambda first, last: module.table_kernel(X, V, J, *args, first, last), X.shape[0], block,
                    work_per_point)
 
-    one_point = (*args[:-1], 1)  # a block of one point: the one-point interpreter
+    one_point = args[:-1]  # table_kernel_one's arguments: no block
 
     def on_this_thread(X: np.ndarray, V: np.ndarray, J: np.ndarray) -> None:
-        module.table_kernel(X, V, J, *(one_point if X.shape[0] == 1 else args), 0, X.shape[0])
+        if X.shape[0] == 1:
+            module.table_kernel_one(X, V, J, *one_point)
+        else:
+            module.table_kernel(X, V, J, *args, 0, X.shape[0])
 
     run.build = build  # type: ignore[attr-defined]
     run.on_this_thread = on_this_thread  # type: ignore[attr-defined]  # one point: no thread pool to ask

@@ -529,12 +529,15 @@ TASKS: dict[str, Task] = {
 
 
 def task_jaxpr(name: str, seed: int = 0) -> Any:
-    """The jaxpr of task ``name`` (a key of :data:`TASKS`) at its point."""
+    """The jaxpr of task ``name`` (a key of :data:`TASKS`) at its point, in float32 as graphax traced
+    it: with ``jax_enable_x64`` on (as a float64 user or test sets it) some tasks trace to other
+    equations (g's constants and conversions)."""
     import numpy as np
 
     jax = require_extra("jax", "bench")
     task = TASKS[name]
-    return jax.make_jaxpr(task.traced_function())(*task.point(np.random.default_rng(seed)))
+    with jax.enable_x64(False):
+        return jax.make_jaxpr(task.traced_function())(*task.point(np.random.default_rng(seed)))
 
 
 # =========================================================================== the graph graphax builds
@@ -549,7 +552,7 @@ def task_jaxpr(name: str, seed: int = 0) -> Any:
 #   copy             -1   convert_element_type: the identity whatever the shapes
 #   reshape          11   reshape, slice, concatenate: graphax treats it as a copy
 #   none              0   no edge (stop_gradient)
-# Only the integers are stored in the data; :mod:`jacacc.problems.alphagrad_cost` gives
+# Only the integers are stored in the data; :data:`jacacc.problems.alphagrad.KIND_TIES` and :func:`~jacacc.problems.alphagrad.graphax_cost` give
 # them their cost.
 _ELEMENTWISE_UNARY = frozenset({
     "neg", "abs", "exp", "log", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",

@@ -453,7 +453,7 @@ class ScalarProgram:
         from jacacc.kernels.tables import numba_table_kernel
 
         self._kernel = numba_table_kernel(self.table, self.dtype.name)
-        seconds = self._kernel.build()
+        seconds = self._kernel.build(one_point=True)  # a program's call is one point
         self._run = self._kernel.on_this_thread
         self._no_jacobian = np.empty((1, 0), dtype=self.dtype)
         self._results = (1, len(self.table.outputs))

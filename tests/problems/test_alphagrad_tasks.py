@@ -116,6 +116,15 @@ def test_tracing_again_gives_the_stored_graph(functions, task):
     assert json.loads(dumps(data)) == stored
 
 
+def test_the_graph_is_traced_in_float32_whatever_jax_is_set_to(functions):
+    # g traces to other equations in float64: the tasks are traced as graphax traced them
+    import jax
+
+    with jax.enable_x64(True):
+        data = functions.graphax_graph(functions.task_jaxpr("g"))
+    assert json.loads(dumps(data)) == {k: v for k, v in task_data("g").items() if k not in ("task", "jax_version")}
+
+
 @pytest.mark.parametrize("task", [t for t in TASKS if t != "g"])
 def test_values_are_finite_at_the_sample_point(functions, task):
     # g is NaN at every point: real powers of negative numbers and arctanh beyond ±1
