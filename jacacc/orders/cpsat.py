@@ -86,8 +86,16 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from jacacc.bounds import structural_lower_bound
+from jacacc.bounds import (
+    Structure,
+    block_partition_bound,
+    connectivity_terms,
+    safe_prefix,
+    structural_lower_bound,
+    twin_classes,
+)
 from jacacc.eliminate.state import EdgeStep, EliminationGraph
+from jacacc.eliminate.vertex import validate_vertex_order
 from jacacc.errors import OrderError, require_extra
 from jacacc.graph import CompGraph
 from jacacc.orders.exhaustive import EdgeSpace, FaceNames, FaceState, face_lower_bound, replay_named_faces
@@ -147,7 +155,8 @@ def _hint_order(graph: CompGraph, seed: int | None, seconds: float) -> list[Node
 class _VertexModel:
     """The CP-SAT model of vertex elimination (see the module docstring)."""
 
-    def __init__(self, graph: CompGraph, cp_model: Any) -> None:
+    def __init__(self, graph: CompGraph, cp_model: Any, *, strengthen: bool = True,
+                 block_sizes: Sequence[int] = (12, 16)) -> None:
         self.graph = graph
         self.model = model = cp_model.CpModel()
         mids = list(graph.intermediates)
@@ -187,24 +196,59 @@ class _VertexModel:
         self.p: dict[Node, Any] = {}
         self.s: dict[Node, Any] = {}
         self.c: dict[Node, Any] = {}
+        # κ(X, j), κ(v, Y): |P(j)| and |S(j)| are at least these in every order (jacacc.bounds)
+        kappa = {t.vertex: (t.kappa_in, t.kappa_out) for t in connectivity_terms(graph)} if strengthen else {}
         for j in mids:
             self._neighbourhood(j, anc[j], preds, succs, inter, self.reach_p, self.in_p, forward=False)
             self._neighbourhood(j, desc[j], succs, preds, inter, self.reach_s, self.in_s, forward=True)
             # the cost of j: |P(j)|·|S(j)|, each factor at least 1 (a pruned graph keeps j on a path)
             n_anc, n_desc = len(anc[j]), len(desc[j])
-            self.p[j] = model.NewIntVar(1, max(n_anc, 1), f"p[{j}]")
-            self.s[j] = model.NewIntVar(1, max(n_desc, 1), f"s[{j}]")
+            k_in, k_out = kappa.get(j, (1, 1))  # κ ≤ the number of ancestors (descendants)
+            self.p[j] = model.NewIntVar(k_in, max(n_anc, 1), f"p[{j}]")
+            self.s[j] = model.NewIntVar(k_out, max(n_desc, 1), f"s[{j}]")
             model.Add(self.p[j] == sum(self.in_p[j, u] for u in anc[j]))
             model.Add(self.s[j] == sum(self.in_s[j, w] for w in desc[j]))
-            self.c[j] = model.NewIntVar(1, max(n_anc * n_desc, 1), f"c[{j}]")
+            self.c[j] = model.NewIntVar(k_in * k_out, max(n_anc * n_desc, 1), f"c[{j}]")
             model.AddMultiplicationEquality(self.c[j], [self.p[j], self.s[j]])
             # c ≥ p and c ≥ s: the linear relaxation of the product is weak without them
             model.Add(self.c[j] >= self.p[j])
             model.Add(self.c[j] >= self.s[j])
+            if strengthen:  # McCormick: (p − κ_in)(s − κ_out) ≥ 0
+                model.Add(self.c[j] >= k_in * self.s[j] + k_out * self.p[j] - k_in * k_out)
         self.objective = sum(self.c.values())
+        self.floor = 0
         if mids:
-            model.Add(self.objective >= structural_lower_bound(graph, "vertex"))
+            floor = structural_lower_bound(graph, "vertex")
+            if strengthen:
+                floor = max(floor, sum(a * b for a, b in kappa.values()))
+                # block bounds (jacacc.bounds.block_lower_bound) as cuts on the sums of costs
+                state = Structure.from_graph(graph)
+                for size, reverse in itertools.product(block_sizes, (False, True)):
+                    total, blocks = block_partition_bound(state, size, reverse=reverse)
+                    floor = max(floor, total)
+                    for block, value in blocks:
+                        if len(block) > 1:
+                            model.Add(sum(self.c[w] for w in block) >= value)
+            model.Add(self.objective >= floor)
+            self.floor = floor
+        self.twins = twin_classes(graph) if strengthen else []
+        for twins in self.twins:
+            self._together(twins[0], twins[1:])
         model.Minimize(self.objective)
+
+    def _together(self, first: Node, others: list[Node]) -> None:
+        """False twins are eliminated consecutively (:func:`jacacc.bounds.twin_classes`): every
+        vertex comparable to them goes before all or after all; they cost the same."""
+        model = self.model
+        comparable = (self.anc[first] | self.desc[first]) & set(self.mids)
+        for b in others:
+            for w in comparable:
+                x, y = self.eliminated_before(w, first), self.eliminated_before(w, b)
+                model.AddImplication(x, y)
+                model.AddImplication(y, x)
+            model.Add(self.p[b] == self.p[first])
+            model.Add(self.s[b] == self.s[first])
+            model.Add(self.c[b] == self.c[first])
 
     def eliminated_before(self, w: Node, j: Node) -> Any:
         """The literal "intermediate ``w`` is eliminated before ``j``" (comparable pair)."""
@@ -309,6 +353,8 @@ def cpsat_vertex(
     workers: int = 8,
     hint_time: float | None = None,
     progress: ProgressCallback | None = None,
+    strengthen: bool = True,
+    hint: Sequence[Node] | None = None,
 ) -> OrderResult:
     """The cheapest vertex elimination order CP-SAT finds within ``time_limit``.
 
@@ -328,12 +374,22 @@ def cpsat_vertex(
     progress : callable, optional
         Receives a :class:`~jacacc.orders.local_search.Progress` per improving
         solution and per improved bound.
+    strengthen : bool, default True
+        Use the proven reductions and bounds of :mod:`jacacc.bounds`: the safe
+        prefix (:func:`~jacacc.bounds.safe_prefix`) is eliminated first and
+        the model covers only the graph it leaves; each vertex's ``p``, ``s``
+        and ``c`` start at κ(X, j), κ(j, Y) and their product, with the
+        McCormick cut ``c ≥ κ_in·s + κ_out·p − κ_in·κ_out``; false twins are
+        eliminated consecutively.  Each keeps some optimal order feasible.
+        False gives the plain model.
+    hint : sequence, optional
+        An order to start from besides the heuristic one (the cheaper is used).
 
     Returns
     -------
     OrderResult
         ``optimal`` True only with CP-SAT status OPTIMAL (or the order meets
-        the structural bound), else None; ``lower_bound`` the proven bound.
+        a proven bound), else None; ``lower_bound`` the proven bound.
 
     Examples
     --------
@@ -352,6 +408,25 @@ def cpsat_vertex(
     costing = BitsetVertexCost(graph)
     best_order = _hint_order(graph, seed, _hint_seconds(hint_seconds, limit, len(mids)))
     best_cost = costing.cost(best_order)
+    if hint is not None:
+        given = list(hint)
+        validate_vertex_order(graph, given)
+        if costing.cost(given) < best_cost:
+            best_order, best_cost = given, costing.cost(given)
+    prefix: list[Node] = []
+    offset = 0  # the prefix's cost
+    solved = graph  # the graph the model covers
+    if strengthen:
+        steps, left = safe_prefix(graph)
+        prefix = [step.vertex for step in steps]
+        offset = sum(step.cost for step in steps)
+        structural = max(structural, offset + sum(t.value for t in connectivity_terms(left)))
+        # the prefix first costs no more (jacacc.bounds.safe_prefix), twins together neither
+        placed = set(prefix)
+        solved = _structure_graph(left)
+        arranged = prefix + _twins_together(solved, [v for v in best_order if v not in placed])
+        if costing.cost(arranged) <= best_cost:  # always, by the two theorems
+            best_order, best_cost = arranged, costing.cost(arranged)
 
     def report(best: int | None, bound: int | None) -> None:
         if progress is not None:
@@ -361,31 +436,44 @@ def cpsat_vertex(
     if best_cost <= structural:  # the bound is met: nothing left to prove
         info = SearchInfo("optimal", best_cost, best_cost, elapsed(began), "heuristic")
         return OrderResult(best_order, optimal=True, lower_bound=best_cost, search=info)
+    if strengthen and not solved.intermediates:  # the safe prefix is an optimal order
+        info = SearchInfo("optimal", offset, offset, elapsed(began), "reduction")
+        return OrderResult(prefix, optimal=True, lower_bound=offset, search=info)
 
     cp_model = require_extra("ortools.sat.python.cp_model", "ortools")
-    built = _VertexModel(graph, cp_model)
-    built.hint(best_order)
-    built.model.Add(built.objective <= best_cost)
+    # block cuts: blocks of 16 take seconds to bound, worth it only in a long search
+    sizes = (12, 16) if limit is None or limit >= 60 else (10,)
+    built = _VertexModel(solved, cp_model, strengthen=strengthen, block_sizes=sizes)
+    structural = max(structural, offset + built.floor)
+    if best_cost <= structural:  # the block bounds are met
+        info = SearchInfo("optimal", best_cost, best_cost, elapsed(began), "bounds")
+        return OrderResult(best_order, optimal=True, lower_bound=best_cost, search=info)
+    built.hint(best_order[len(prefix):])
+    built.model.Add(built.objective <= best_cost - offset)
     solver = cp_model.CpSolver()
     params = solver.parameters
     if limit is not None:
         params.max_time_in_seconds = max(0.05, limit - (time.perf_counter() - began))
     params.num_workers = workers
     params.random_seed = 0 if seed is None else int(seed) % (2 ** 31)
+
+    def shifted(best: int | None, bound: int | None) -> None:
+        report(None if best is None else best + offset, None if bound is None else max(structural, bound + offset))
+
     if progress is not None:
-        solver.best_bound_callback = lambda bound: report(None, math.ceil(bound - 1e-6))
-        callback = _SolutionReporter(cp_model, report)
+        solver.best_bound_callback = lambda bound: shifted(None, math.ceil(bound - 1e-6))
+        callback = _SolutionReporter(cp_model, shifted)
     else:
         callback = None
     status = solver.Solve(built.model, callback)
     name = solver.StatusName(status)
     bound = structural
     if name in _STATUS:
-        order = built.decode(solver)
+        order = prefix + built.decode(solver)
         cost = costing.cost(order)
         if cost < best_cost:
             best_order, best_cost = order, cost
-        bound = max(bound, math.ceil(solver.BestObjectiveBound() - 1e-6))
+        bound = max(bound, offset + math.ceil(solver.BestObjectiveBound() - 1e-6))
     elif name == "INFEASIBLE":  # the cap excludes every cheaper order: the hint is optimal
         bound = best_cost
     proven = name == "OPTIMAL" or bound >= best_cost
@@ -394,6 +482,34 @@ def cpsat_vertex(
     report(best_cost, bound)
     info = SearchInfo("optimal" if proven else "feasible", best_cost, bound, elapsed(began), "cp-sat")
     return OrderResult(list(best_order), optimal=True if proven else None, lower_bound=bound, search=info)
+
+
+def _structure_graph(state: Structure) -> CompGraph:
+    """The graph a :class:`~jacacc.bounds.Structure` holds, as a structural CompGraph."""
+    edges = [(u, w) for u, out in state.succs.items() for w in out]
+    return CompGraph.from_edges(state.inputs, state.outputs, edges)
+
+
+def _twins_together(graph: CompGraph, order: Sequence[Node]) -> list[Node]:
+    """``order`` with each class of false twins of ``graph`` moved to one place, no dearer.
+
+    For each class, the whole class is tried at the place of each of its
+    members (among the other vertices); by the proof of
+    :func:`jacacc.bounds.twin_classes` one of these costs no more than
+    ``order``, and the cheapest is kept.
+    """
+    order = list(order)
+    classes = twin_classes(graph)
+    if not classes:
+        return order
+    costing = BitsetVertexCost(graph)
+    for twins in classes:
+        members = set(twins)
+        others = [v for v in order if v not in members]
+        slots = sorted({sum(1 for v in order[:i] if v not in members) for i, v in enumerate(order) if v in members})
+        candidates = [others[:k] + twins + others[k:] for k in slots]
+        order = min(candidates, key=costing.cost)
+    return order
 
 
 def _solution_reporter_class(cp_model: Any) -> type:
