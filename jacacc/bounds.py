@@ -100,7 +100,7 @@ class Structure:
                          self.inputs, self.outputs, list(self.intermediates))
 
     def eliminate(self, v: Node) -> int:
-        """Eliminate intermediate ``v``; return its cost |P(v)|·|S(v)|."""
+        """Eliminate intermediate ``v``; return its cost ``|P(v)|``·``|S(v)|``."""
         p, s = self.preds.pop(v), self.succs.pop(v)
         for u in p:
             self.succs[u].discard(v)
@@ -292,10 +292,10 @@ def connectivity_lower_bound(graph: CompGraph | Structure) -> int:
     backwards from v to its first vertex not in E: it exists, since inputs
     are never eliminated, and it lies in P(v).  So P(v) meets every input→v
     path without containing v, and holds a distinct vertex of each of the
-    κ(X, v) witness paths, which share no vertex but v: |P(v)| ≥ κ(X, v).
+    κ(X, v) witness paths, which share no vertex but v: ``|P(v)|`` ≥ κ(X, v).
     An input on a path counts as one of its vertices — it may be the member
     of P(v) that meets it — which is why the flow network caps inputs too.
-    Mirror-wise |S(v)| ≥ κ(v, Y), so v costs |P(v)|·|S(v)| ≥ κ(X, v)·κ(v, Y)
+    Mirror-wise ``|S(v)|`` ≥ κ(v, Y), so v costs ``|P(v)|``·``|S(v)|`` ≥ κ(X, v)·κ(v, Y)
     in every order, and the sum bounds the total.  The graph conventions make
     the corner cases vacuous: inputs have no in-edges and outputs no
     out-edges (an output used later has a copy node), no vertex is both, and
@@ -380,15 +380,15 @@ def safe_prefix(graph: CompGraph | Structure) -> tuple[list[SafeStep], Structure
     never eliminated, and v's only predecessor): so P_{E∪{v}}(z) is P_E(z)
     with v replaced by x when v ∈ P_E(z) — no larger — and S(z) changes only
     if z is an ancestor of v, i.e. never (x is v's only ancestor and is no
-    intermediate).  And v itself costs 1·|S(v)| = κ(v, Y) first, the least it
-    can cost at any time (|P| ≥ 1, |S| ≥ κ(v, Y) by
+    intermediate).  And v itself costs 1·``|S(v)|`` = κ(v, Y) first, the least it
+    can cost at any time (``|P|`` ≥ 1, ``|S|`` ≥ κ(v, Y) by
     :func:`connectivity_lower_bound`).  Each safe vertex of a round stays
     safe after the others of the round: their eliminations never touch a
     rule-``"input"`` vertex's predecessor (an input), may only replace a
     successor (rule ``"output"`` vertex u ∈ S(v): S(v) loses u, gains u's
-    output) so that |S(v)| does not grow, while κ(v, Y) cannot shrink (a set
+    output) so that ``|S(v)|`` does not grow, while κ(v, Y) cannot shrink (a set
     meeting every v→output path after an elimination meets every such path
-    before it); since κ ≤ |S| always, both stay equal.  Rule ``"output"`` is
+    before it); since κ ≤ ``|S|`` always, both stay equal.  Rule ``"output"`` is
     the mirror image, and two rule-``"input"`` (or two ``"output"``) vertices
     are never adjacent.  Returns the steps in order and the graph left.
 
@@ -427,10 +427,10 @@ def twin_classes(graph: CompGraph | Structure) -> list[list[Node]]:
     none is an ancestor of another (a twin's successor would be its twin's
     successor), and they stay twins while uneliminated.  Fix the order of the
     other vertices w_1 … w_m and let twin t be eliminated at *slot* s_t (after
-    s_t of them).  Each twin costs τ(s) = |P(t)|·|S(t)| there, the same for all
+    s_t of them).  Each twin costs τ(s) = ``|P(t)|``·``|S(t)|`` there, the same for all
     twins, and does not depend on the other twins.  A vertex w_i joined to the
     twins through eliminated vertices on (say) its predecessor side has
-    |P(w_i)| = a + (twins not yet eliminated) + [some twin eliminated]·d, and
+    ``|P(w_i)|`` = a + (twins not yet eliminated) + [some twin eliminated]·d, and
     an S(w_i) the twins cannot touch, so it costs A_i + B_i·(k − j) + C_i·[j > 0]
     with j the twins eliminated before it and A_i, B_i, C_i ≥ 0 fixed by the
     others.  Summing, the order costs const + Σ_t φ(s_t) + ψ(min_t s_t) with
@@ -473,13 +473,13 @@ def block_lower_bound(graph: CompGraph | Structure, block: Sequence[Node]) -> in
     and the later ones are not.  So P(w_k) contains no member of S, and it
     meets every path into w_k from an input *or from a later member* (walk
     such a path back from w_k to its first vertex not eliminated).  Hence
-    |P(w_k)| is at least the maximum flow from the inputs and the later
+    ``|P(w_k)|`` is at least the maximum flow from the inputs and the later
     ancestors in ``block`` to w_k in the vertex-split network of
     :func:`disjoint_paths` where the members of S have unbounded capacity:
-    P(w_k) is a cut of that network of capacity |P(w_k)| (weak duality).
-    Mirror-wise for |S(w_k)|, and w_k costs at least the product.  The bound
+    P(w_k) is a cut of that network of capacity ``|P(w_k)|`` (weak duality).
+    Mirror-wise for ``|S(w_k)|``, and w_k costs at least the product.  The bound
     is the least, over the orders of ``block``, of the sum of these products:
-    a dynamic program over the subsets of ``block`` (2^|block| states; each
+    a dynamic program over the subsets of ``block`` (2^``|block|`` states; each
     product depends only on the members comparable to w_k, and is cached).
     With ``block`` all intermediates it is the optimum itself; with single
     members it is their κ(X, v)·κ(v, Y).  Disjoint blocks bound disjoint sets

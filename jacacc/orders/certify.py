@@ -8,9 +8,9 @@ shared with the search.
 
 A :class:`Certificate` holds
 
-* ``order`` and its ``cost`` (Σ |P(v)|·|S(v)|, replayed from scratch);
+* ``order`` and its ``cost`` (Σ ``|P(v)|``·``|S(v)|``, replayed from scratch);
 * ``terms``: for every intermediate v, disjoint input→v and v→output paths
-  (Menger witnesses: |P(v)| ≥ κ(X, v), |S(v)| ≥ κ(v, Y) in any order; see
+  (Menger witnesses: ``|P(v)|`` ≥ κ(X, v), ``|S(v)|`` ≥ κ(v, Y) in any order; see
   :func:`jacacc.bounds.connectivity_lower_bound`);
 * ``prefix``: eliminations some optimal order begins with, each with the rule
   that allows it and its witness paths (:func:`jacacc.bounds.safe_prefix`);
@@ -237,7 +237,7 @@ def certify(graph: Any, *, time_limit: float = 60.0, seed: int = 0, workers: int
 
 # ============================================================================ the checker
 def _replay(graph: CompGraph, order: Sequence[Node]) -> int:
-    """Σ |P(v)|·|S(v)| of ``order``, on plain dict-of-set adjacency built from the edges."""
+    """Σ ``|P(v)|``·``|S(v)|`` of ``order``, on plain dict-of-set adjacency built from the edges."""
     preds: dict[Node, set[Node]] = {v: set() for v in graph.digraph}
     succs: dict[Node, set[Node]] = {v: set() for v in graph.digraph}
     for u, w in graph.edges:
