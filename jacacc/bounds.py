@@ -12,7 +12,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jacacc.graph import CompGraph
+from jacacc.graph import CompGraph, _reachable
 
 __all__ = [
     "SafeStep",
@@ -122,13 +122,7 @@ def _flow(step: dict[Node, set[Node]], sources: tuple[Node, ...], vertex: Node,
     :func:`disjoint_paths` (``step[w]``: w's neighbours toward the sources); the
     vertices in ``free`` have unbounded capacity (a separator may not use them).
     Returns the value, the residual capacities, the arcs and the sources used."""
-    region = {vertex}
-    stack = [vertex]
-    while stack:
-        for u in step[stack.pop()]:
-            if u not in region:
-                region.add(u)
-                stack.append(u)
+    region = _reachable(step, [vertex])
     toward: dict[Node, list[Node]] = {u: [] for u in region}  # arcs u → w run toward vertex
     for w in region:
         for u in step[w]:
@@ -454,17 +448,6 @@ def twin_classes(graph: CompGraph | Structure) -> list[list[Node]]:
 
 
 # ============================================================================ vertex mode: block bounds
-def _closure(step: dict[Node, set[Node]], v: Node) -> set[Node]:
-    seen: set[Node] = set()
-    stack = [v]
-    while stack:
-        for u in step[stack.pop()]:
-            if u not in seen:
-                seen.add(u)
-                stack.append(u)
-    return seen
-
-
 def block_lower_bound(graph: CompGraph | Structure, block: Sequence[Node]) -> int:
     """A lower bound on the total cost of the intermediates in ``block``, in any vertex order.
 
@@ -500,7 +483,7 @@ def block_lower_bound(graph: CompGraph | Structure, block: Sequence[Node]) -> in
     bit = {v: 1 << i for i, v in enumerate(members)}
     anc_mask, desc_mask = [], []
     for v in members:
-        anc, desc = _closure(s.preds, v), _closure(s.succs, v)
+        anc, desc = _reachable(s.preds, s.preds[v]), _reachable(s.succs, s.succs[v])  # v itself not: a DAG
         anc_mask.append(sum(b for u, b in bit.items() if u in anc))
         desc_mask.append(sum(b for u, b in bit.items() if u in desc))
     cache: dict[tuple[int, int], int] = {}

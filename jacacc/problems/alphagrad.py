@@ -37,13 +37,14 @@ Examples
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jacacc.errors import JacaccError
-from jacacc.graph import CompGraph
+from jacacc.graph import CompGraph, _reachable
 from jacacc.problems.base import Problem, register
 
 __all__ = [
@@ -120,22 +121,12 @@ def live_graph(data: dict[str, Any]) -> CompGraph:
     The vertices keep graphax's equation order, so that ties broken toward
     the lowest index break as graphax breaks them.
     """
-    succs: dict[str, list[str]] = {}
-    preds: dict[str, list[str]] = {}
+    succs: defaultdict[str, list[str]] = defaultdict(list)
+    preds: defaultdict[str, list[str]] = defaultdict(list)
     for source, target, *_ in data["edges"]:
-        succs.setdefault(source, []).append(target)
-        preds.setdefault(target, []).append(source)
-
-    def reach(start: Sequence[str], step: dict[str, list[str]]) -> set[str]:
-        seen, todo = set(start), list(start)
-        while todo:
-            for nxt in step.get(todo.pop(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return seen
-
-    live = reach(data["inputs"], succs) & reach(data["outputs"], preds)
+        succs[source].append(target)
+        preds[target].append(source)
+    live = _reachable(succs, data["inputs"]) & _reachable(preds, data["outputs"])
     live |= set(data["inputs"]) | set(data["outputs"])
     nodes = [*data["inputs"], *(v[0] for v in data["vertices"] if v[0] in live)]
     edges = [(s, t) for s, t, *_ in data["edges"] if s in live and t in live]
