@@ -351,32 +351,23 @@ def _extremum_weights(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], lar
 
 
 def _contract(node: Tensor, args: list[np.ndarray]) -> Any:
-    """An einsum of object arrays, pair by pair along its contraction path (the one its FLOPs are
-    counted on): NumPy's einsum of three or more object operands loops over every letter at once,
-    one product per combination (attention's ``QKᵀ`` chains: 366 264 instructions for 47 916 FLOPs)."""
-    from jacacc.tensor.expr import contraction_path
-
+    """An einsum of object arrays, pair by pair along the steps the NumPy program runs
+    (:class:`~jacacc.tensor.steps.Contraction`, the path its FLOPs are counted on): NumPy's einsum
+    of three or more object operands loops over every letter at once, one product per combination
+    (attention's ``QKᵀ`` chains: 366 264 instructions for 47 916 FLOPs)."""
     if len(args) <= 2:
         return np.einsum(node.param, *args, dtype=object)
-    lhs, out = node.param.split("->")
-    terms = list(zip(lhs.split(","), args, strict=True))
-    path, _ = contraction_path(node.param, tuple(a.shape for a in node.args))
-    for step in path:
-        taken = [terms.pop(p) for p in sorted(step, reverse=True)]
-        rest = set(out).union(*(labels for labels, _ in terms))
-        result = "".join(c for c in dict.fromkeys("".join(labels for labels, _ in taken)) if c in rest)
-        if not terms:
-            result = out
-        subscripts = ",".join(labels for labels, _ in taken) + "->" + result
-        terms.append((result, _entries(np.einsum(subscripts, *(a for _, a in taken), dtype=object),
-                                       tuple(extent for extent in _extents(taken, result)))))
-    ((labels, value),) = terms
-    return value if labels == out else np.einsum(f"{labels}->{out}", value, dtype=object)
+    from jacacc.tensor.steps import Contraction
 
-
-def _extents(terms: list[tuple[str, np.ndarray]], labels: str) -> list[int]:
-    extent = {c: n for term, a in terms for c, n in zip(term, a.shape, strict=True)}
-    return [extent[c] for c in labels]
+    contraction = Contraction(node.param, [a.shape for a in node.args])
+    stack = list(args)
+    for positions, _, subscripts, *_ in contraction.contraction_list:
+        taken = [stack.pop(p) for p in positions]
+        out = subscripts.partition("->")[2]
+        stack.append(_entries(np.einsum(subscripts, *taken, dtype=object),
+                              tuple(contraction._extent[c] for c in out)))
+    (value,) = stack
+    return value
 
 
 def _prod_masks(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], index: int) -> np.ndarray:

@@ -281,23 +281,23 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
         elif kind == "fused":
             _fused(src, op, f"v{k}", dtype, [value(a) for a in args])
             assign_name(k)
-        elif kind == "op" and into is not None and operator_name(op) == "index_scatter":
-            # a slice scattered into zeros, only to be added into a sum: added into the sum's
-            # array where it lies (a convolution's Hessian by windows: 98 blocks of 3 × 3, each
-            # once a 100 × 100 array of zeros and a 100 × 100 addition)
-            total, _ = into
-            if total not in present:
-                assign(total, f"np.zeros({op[1]['shape']!r}, {dtype})")
-                present.add(total)
-                owned.add(total)
-            elif total not in owned:
-                assign(total, f"v{total}.copy()")
-                owned.add(total)
-            src.line(f"v{total}[{repr(op[1]['key'])[1:-1]}] += {value(args[0])}")  # BasicKey prints as NumPy's
-            into = None
         elif kind == "op":
             operator, options, index, group = op
-            if operator.spelling is not None and untaken[group] == 1 and group not in groups:
+            if into is not None and operator.name == "index_scatter":
+                # a slice scattered into zeros, only to be added into a sum: added into the sum's
+                # array where it lies (a convolution's Hessian by windows: 98 blocks of 3 × 3, each
+                # once a 100 × 100 array of zeros and a 100 × 100 addition)
+                total, _ = into
+                if total not in present:
+                    assign(total, f"np.zeros({options['shape']!r}, {dtype})")
+                    present.add(total)
+                    owned.add(total)
+                elif total not in owned:
+                    assign(total, f"v{total}.copy()")
+                    owned.add(total)
+                src.line(f"v{total}[{repr(options['key'])[1:-1]}] += {value(args[0])}")  # BasicKey prints as NumPy's
+                into = None
+            elif operator.spelling is not None and untaken[group] == 1 and group not in groups:
                 # a one-output operator that spells itself: its expression inline, no call
                 assign(k, operator.spelling([value(a) for a in args], **options))
                 untaken[group] = 0
@@ -349,11 +349,6 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
     run = namespace["straight_line"]
     run.source = text
     return run
-
-
-def operator_name(op: tuple) -> str:
-    """The name of a general function's step (``(operator, options, index, group)``)."""
-    return op[0].name
 
 
 def _elementwise(src: _Source, name: str, p: float | None, operands: list[str]) -> str:
