@@ -308,13 +308,15 @@ def _square_shapes(op: str) -> Any:
 
 def _register() -> None:
     from jacacc.linalg import routines
+    from jacacc.tensor.batching import leading_batch
 
     register_operator(Operator("trsm", routines.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
-                               in_place=((1, "overwrite_b"),), scipy_blas=True))
+                               in_place=((1, "overwrite_b"),), scipy_blas=True, batch=leading_batch()))
     register_operator(Operator("potrf", routines.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
-                               _cube_flops, in_place=((0, "overwrite_a"),), scipy_blas=True))
+                               _cube_flops, in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
     register_operator(Operator("potri", routines.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
-                               lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),), scipy_blas=True))
+                               lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),), scipy_blas=True,
+                               batch=leading_batch()))
 
 
 _register()

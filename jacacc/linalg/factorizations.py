@@ -714,14 +714,19 @@ def _lu_flops(a: Shape, **_: Any) -> int:
 
 
 def _register_lu() -> None:
+    from jacacc.tensor.batching import leading_batch
+
+    pivots = leading_batch(integer_positions=(2,))  # (A, LU, piv, …): the pivots are integers
     register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, _zero_jvp, _zero_vjp, _lu_flops,
-                               in_place=((0, "overwrite_a"),), scipy_blas=True))
+                               in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
     register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp, _getrs_vjp,
-                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True))
+                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True,
+                               batch=pivots))
     register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp, _getri_vjp,
-                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True))
+                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True,
+                               batch=pivots))
     register_operator(Operator("slogdet_lu", _slogdet_forward, _slogdet_shapes, _slogdet_jvp, _slogdet_vjp,
-                               lambda a, *_, **__: math.prod(a[:-1])))
+                               lambda a, *_, **__: math.prod(a[:-1]), batch=pivots))
 
 
 # ---------------------------------------------------------------------------- the diagonal and triangle helpers

@@ -54,7 +54,7 @@ from jacacc.tensor.expr import (
     zeros,
 )
 
-__all__ = ["UNROLL_LIMIT", "batched", "spread", "unrolled"]
+__all__ = ["UNROLL_LIMIT", "batched", "leading_batch", "spread", "unrolled"]
 
 #: Most batch elements a general function without a batching rule is applied to one by one.
 UNROLL_LIMIT = 4096
@@ -73,6 +73,30 @@ def spread(t: Tensor, batch_shape: Shape) -> Tensor:
         return t
     b, own = index_letters(len(batch_shape)), index_letters(t.ndim, len(batch_shape))
     return einsum(f"{b},{own}->{b}{own}", ones(batch_shape), t)
+
+
+def leading_batch(integer_positions: tuple[int, ...] = ()) -> Any:
+    """The batching rule of an operator that solves a batch of problems stacked along the same
+    leading axes of every operand (the LAPACK-style routines of :mod:`jacacc.linalg`).
+
+    An operand shared by the whole batch is spread along it; one at ``integer_positions``
+    (pivot indices) holds integers that a spread, an einsum with ones, would turn to floats, so
+    there the rule declines (returns None) unless that operand is batched already.
+
+    >>> from jacacc.tensor.expr import var
+    >>> rule = leading_batch(integer_positions=(1,))
+    >>> args, options = rule((4,), (var("A", (4, 2, 2)), var("piv", (4, 2))), (True, True), transpose=False)
+    >>> [a.shape for a in args], options
+    ([(4, 2, 2), (4, 2)], {'transpose': False})
+    >>> rule((4,), (var("A", (4, 2, 2)), var("piv", (2,))), (True, False)) is None
+    True
+    """
+    def rule(batch_shape: Shape, args: Sequence[Tensor], flags: Sequence[bool],
+             **options: Any) -> tuple[list[Tensor], dict[str, Any]] | None:
+        if any(not flags[p] for p in integer_positions if p < len(args)):
+            return None
+        return [a if f else spread(a, batch_shape) for a, f in zip(args, flags, strict=True)], options
+    return rule
 
 
 def _batched_einsum(node: Tensor, args: list[Tensor], is_batched: list[bool], batch_shape: Shape) -> Tensor:

@@ -31,7 +31,7 @@ import numpy as np
 
 from jacacc import ops
 from jacacc.errors import UnsupportedOperationError
-from jacacc.tensor import fusion, scalarize
+from jacacc.tensor import fusion, isomorphic, scalarize
 from jacacc.tensor.allocator import keep_freed_memory
 from jacacc.tensor.expr import (
     OPERATORS,
@@ -252,8 +252,10 @@ class Program:
 
         self.outputs = fold_constants(outputs, self.dtype, keep if fusing else None) if fold else outputs
         planned = self.outputs
+        if isomorphic.ENABLED:  # the NumPy steps batched; ``outputs`` (what the scalar tier writes out) not
+            planned = tuple(isomorphic.batch_isomorphic(planned))
         if fusing:
-            planned = fusion.fused_outputs(self.outputs, self.dtype)
+            planned = fusion.fused_outputs(planned, self.dtype)
             if kept:  # fold those no region wrote as brackets (one more pass only where some were kept)
                 planned = fold_constants(planned, self.dtype)
         nodes = nodes_of(planned)

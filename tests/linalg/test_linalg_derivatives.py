@@ -235,11 +235,31 @@ def test_jacobian_with_few_inputs_is_written_out_by_pushforwards():
 
 
 def test_jacobian_too_large_to_write_out_is_refused_with_advice():
+    """getrs's pivots are integers: shared by a batch of cotangents they cannot be spread along
+    it, so its pullback is applied once per cotangent, and past UNROLL_LIMIT that is refused."""
     from jacacc.errors import UnsupportedOperationError
 
-    A = spd(np.random.default_rng(11), (), 70)
-    with pytest.raises(UnsupportedOperationError, match="use vjp or jvp"):
-        jt.jacobian(linalg.potrf)(A)
+    rng = np.random.default_rng(11)
+    A, B = spd(rng, (), 70), rng.standard_normal((70, 70))
+    with pytest.raises(UnsupportedOperationError, match="through getrs takes 4900 applications.*use vjp or jvp"):
+        jt.jacobian(lambda B: linalg.gesv(A, B))(B)
+
+
+def test_jacobian_through_a_batched_operator_past_the_unroll_limit():
+    """potrf's pullback (trsm) has a batching rule: the 66² = 4356 cotangents of its Jacobian, more
+    than UNROLL_LIMIT, go through it as one batch; entries checked by central differences."""
+    from jacacc.tensor.batching import UNROLL_LIMIT
+
+    n = 66
+    assert n * n > UNROLL_LIMIT
+    A = spd(np.random.default_rng(12), (), n)
+    J = jt.jacobian(linalg.potrf)(A)
+    for i, j in [(5, 3), (40, 2), (65, 65)]:  # a symmetric change of A: entries (i, j) and (j, i)
+        E = np.zeros((n, n))
+        E[i, j] = E[j, i] = 1e-6
+        central = (np.linalg.cholesky(A + E) - np.linalg.cholesky(A - E)) / 2e-6
+        directional = J[:, :, i, j] + (J[:, :, j, i] if i != j else 0)
+        np.testing.assert_allclose(directional, central, atol=1e-8)
 
 
 MISSHAPEN = [

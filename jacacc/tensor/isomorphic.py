@@ -1,0 +1,315 @@
+"""Batching isomorphic nodes: many small independent steps of the same kind run as one step on a stack.
+
+A program written as a Python loop over components or time steps — a Gaussian mixture's
+per-component solve and log-determinant, the directions of a Hessian, the layers of the
+same width — traces into many nodes that do the same thing to different operands of the
+same shapes.  Run one by one, each costs a NumPy (or LAPACK) call of a microsecond or more
+for a few dozen FLOPs; ``jax.jit`` compiles them into one executable.  This pass finds
+*isomorphic* nodes — the same kind, parameter and operand shapes, at the same depth of the
+DAG (the longest path from a leaf), so that none can depend on another — and replaces each
+such group by one node on stacked operands (a leading batch axis, :mod:`jacacc.tensor.batching`'s
+rules), each member then being one entry of that node.  Where the operands of a group are
+the entries of an earlier batched node in the same order, the stack is that node itself: a
+chain of batched steps runs on batches from end to end, and only its ends are stacked or
+split.  This is superword-level parallelism (Larsen & Amarasinghe, PLDI 2000) on the
+expression DAG, and what ``vmap`` does for a loop the user did not write as one.
+
+Groups are batched only where a model of the calls saved against the stacks, gathers and
+entries added says it pays (:func:`_worthwhile`), weighing a chain of groups whole: many
+members, few operands to stack, small arrays.  Nothing about the values changes: each member's entry of the batched node is the
+member's value, computed by the same operation.
+
+Examples
+--------
+>>> from jacacc.tensor.expr import var, unary, add, nodes_of
+>>> xs = [var(f"x{k}", (3,)) for k in range(8)]
+>>> y = add(*(unary("exp", unary("sin", x)) for x in xs))
+>>> (z,) = batch_isomorphic([y])
+>>> sum(n.kind == "unary" for n in nodes_of([y])), sum(n.kind == "unary" for n in nodes_of([z]))
+(16, 2)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, with_args
+
+__all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
+           "batch_isomorphic"]
+
+#: Whether programs batch isomorphic nodes (:class:`~jacacc.tensor.evaluate.Program`); off for comparisons.
+ENABLED = True
+#: Seconds of one step's call on small arrays (NumPy's dispatch, an operator's checks), by kind.  An
+#: elementwise step mostly runs inside a fused region (:mod:`jacacc.tensor.fusion`), one kernel call
+#: for the region: it saves little on its own.
+CALL_SECONDS = {"einsum": 1.5e-6, "op": 2.0e-6, "unary": 0.3e-6, "add": 0.3e-6}
+#: Seconds an elementwise operand costs as a piece of a stack: written out by a kernel of its own
+#: where it would have been computed inside its reader's fused region.
+UNFUSED_SECONDS = 1.5e-6
+#: Seconds of one call that stacks a group's operands, or gathers them from a batch, beyond the copy.
+STACK_SECONDS = 2.0e-6
+#: Seconds per operand stacked (each given its unit batch axis first, a step of its own).
+PIECE_SECONDS = 0.3e-6
+#: Seconds of taking an evenly strided part of a batch (a slice, copied).
+SLICE_SECONDS = 0.6e-6
+#: Seconds per element copied into a stack.
+COPY_SECONDS_PER_ELEMENT = 1.0e-9
+#: Seconds of taking one member's entry out of a batched node for a reader outside the chain.
+ENTRY_SECONDS = 0.5e-6
+#: Largest operand or result (elements) of a member: past it a call's own work dwarfs its dispatch.
+MAX_ELEMENTS = 1 << 14
+
+
+def _depths(nodes: Sequence[Tensor]) -> dict[int, int]:
+    """Each node's longest path from a leaf (``nodes`` operands first)."""
+    depth: dict[int, int] = {}
+    for node in nodes:
+        depth[id(node)] = 1 + max((depth[id(a)] for a in node.args), default=-1)
+    return depth
+
+
+def _reads_variable(nodes: Sequence[Tensor]) -> set[int]:
+    """The nodes that depend on a ``var`` (the others are constants, folded later)."""
+    variable: set[int] = set()
+    for node in nodes:
+        if node.kind == "var" or any(id(a) in variable for a in node.args):
+            variable.add(id(node))
+    return variable
+
+
+def _signature(node: Tensor) -> tuple | None:
+    """What members of one group share, or None for a node that is never batched."""
+    if node.kind not in CALL_SECONDS or node.size > MAX_ELEMENTS or any(a.size > MAX_ELEMENTS for a in node.args):
+        return None
+    if node.kind == "op":
+        from jacacc.tensor.operators import get_operator
+
+        if get_operator(node.param[0]).batch is None:
+            return None
+    return node.kind, node.param, tuple(a.shape for a in node.args)
+
+
+def _groups(nodes: Sequence[Tensor]) -> list[list[Tensor]]:
+    """Groups of two or more isomorphic nodes at one depth, members in ``nodes``' order."""
+    depth, variable = _depths(nodes), _reads_variable(nodes)
+    found: dict[tuple, list[Tensor]] = defaultdict(list)
+    for node in nodes:
+        if id(node) in variable and (signature := _signature(node)) is not None:
+            found[(depth[id(node)], signature)].append(node)
+    return [members for members in found.values() if len(members) > 1]
+
+
+def _runs(sources: Sequence[tuple[Any, int] | None]) -> list[tuple[Any, int, int, int]]:
+    """The operands of a column cut into runs that one step each makes: ``(batch, start, step,
+    length)`` for consecutive entries of one batch at evenly rising positions, ``(None, k, 0, 1)``
+    for operand ``k`` that is no entry (``sources[k]`` None).
+
+    >>> _runs([("a", 0), ("a", 2), ("a", 4), ("b", 1), None, ("a", 5)])
+    [('a', 0, 2, 3), ('b', 1, 1, 1), (None, 4, 0, 1), ('a', 5, 1, 1)]
+    """
+    runs: list[tuple[Any, int, int, int]] = []
+    for k, source in enumerate(sources):
+        if source is None:
+            runs.append((None, k, 0, 1))
+            continue
+        batch, position = source
+        if runs and runs[-1][0] is batch and batch is not None:
+            _, start, step, length = runs[-1]
+            if (length == 1 and position > start) or position == start + step * length:
+                runs[-1] = (batch, start, position - start if length == 1 else step, length + 1)
+                continue
+        runs.append((batch, position, 1, 1))
+    return runs
+
+
+def _column_seconds(runs: Sequence[tuple[Any, int, int, int]], batch_sizes: dict[Any, int],
+                    operands: Sequence[Tensor]) -> float:
+    """Seconds to make a column's batched operand from its runs: nothing for one whole batch in
+    order, a slice for one run, a stack of one piece per run otherwise (plus the copy, and an
+    elementwise operand's own kernel)."""
+    elements = operands[0].size
+    if len(runs) == 1 and runs[0][0] is not None:
+        batch, start, step, length = runs[0]
+        if start == 0 and step == 1 and length == batch_sizes[batch]:
+            return 0.0
+        return SLICE_SECONDS + length * elements * COPY_SECONDS_PER_ELEMENT
+    unfused = sum(operands[start].kind in ("unary", "add") for batch, start, _, _ in runs if batch is None)
+    return (STACK_SECONDS + len(runs) * PIECE_SECONDS + unfused * UNFUSED_SECONDS
+            + len(operands) * elements * COPY_SECONDS_PER_ELEMENT)
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, k: int) -> int:
+        while self.parent[k] != k:
+            self.parent[k] = self.parent[self.parent[k]]
+            k = self.parent[k]
+        return k
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequence[Tensor]) -> set[int]:
+    """The groups to batch: chains of groups (a group reading the members of another, in any
+    order) are weighed whole, the calls they save against the stacks their operands from
+    outside take, the gathers inside, and the entries read from outside; a chain that pays is
+    batched whole.  (Weighed one by one, the first group of a chain pays for a stack whose
+    saving comes later, and no chain would start.)"""
+    group_of = {id(m): g for g, members in enumerate(groups) for m in members}
+    position = {id(m): k for members in groups for k, m in enumerate(members)}
+    chains = _UnionFind(len(groups))
+    sizes = {g: len(members) for g, members in enumerate(groups)}
+    spent = [0.0] * len(groups)
+    for g, members in enumerate(groups):
+        for column in zip(*(m.args for m in members), strict=True):
+            first = column[0]
+            if all(a is first for a in column) or all(a.kind == "const" for a in column):
+                continue  # shared, or stacked once here
+            sources = [(group_of[id(a)], position[id(a)]) if id(a) in group_of else None for a in column]
+            for source in sources:
+                if source is not None:
+                    chains.union(g, source[0])
+            spent[g] += _column_seconds(_runs(sources), sizes, column)
+    readers: dict[int, set[int | None]] = defaultdict(set)  # member → the chains reading it (None: no group)
+    for node in nodes:
+        for a in node.args:
+            if id(a) in group_of:
+                reader = group_of.get(id(node))
+                readers[id(a)].add(None if reader is None else chains.find(reader))
+    for r in roots:
+        readers[id(r)].add(None)
+    saved: dict[int, float] = defaultdict(float)
+    cost: dict[int, float] = defaultdict(float)
+    for g, members in enumerate(groups):
+        chain = chains.find(g)
+        saved[chain] += (len(members) - 1) * CALL_SECONDS[members[0].kind]
+        cost[chain] += spent[g] + ENTRY_SECONDS * sum(any(c != chain for c in readers[id(m)]) for m in members)
+    return {g for g in range(len(groups)) if saved[chains.find(g)] > cost[chains.find(g)]}
+
+
+class _Batcher:
+    """The rewrite: each node's replacement, and the batched node and position of every entry made."""
+
+    def __init__(self) -> None:
+        self.new: dict[int, Tensor] = {}
+        self.entries: dict[int, tuple[Tensor, int]] = {}
+
+    def rewritten(self, node: Tensor) -> Tensor:
+        """``node`` on its operands' replacements; a sum of every entry of a batch (among other
+        terms) adds the batch up along its leading axis instead."""
+        args = tuple(self.new[id(a)] for a in node.args)
+        if node.kind == "add" and (summed := self._batches_summed(args)) is not args:
+            return summed[0] if len(summed) == 1 else add(*summed)
+        return with_args(node, args)
+
+    def _batches_summed(self, terms: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        positions: dict[int, list[int]] = defaultdict(list)
+        batches: dict[int, Tensor] = {}
+        for term in terms:
+            if (source := self.entries.get(id(term))) is not None:
+                positions[id(source[0])].append(source[1])
+                batches[id(source[0])] = source[0]
+        whole = {b for b, taken in positions.items() if sorted(taken) == list(range(batches[b].shape[0]))}
+        if not whole:
+            return terms
+        kept = tuple(t for t in terms if (source := self.entries.get(id(t))) is None or id(source[0]) not in whole)
+        letters = index_letters(batches[next(iter(whole))].ndim)
+        return kept + tuple(einsum(f"{letters}->{letters[1:]}", batches[b]) for b in whole)
+
+    def column(self, operands: Sequence[Tensor]) -> Tensor | None:
+        """The batched operand for one argument position of a group (None: shared by all): a
+        batch as it is, a slice of one, or a stack of slices and operands (:func:`_runs`)."""
+        from jacacc.tensor.arrays import concatenate_nodes, insert_unit_axes
+
+        first = operands[0]
+        if all(a is first for a in operands):
+            return None
+        if all(a.kind == "const" for a in operands):  # a stack of constants is one
+            return const(np.stack([a.value for a in operands]))
+        runs = _runs([self.entries.get(id(a)) for a in operands])
+        pieces = [insert_unit_axes(operands[start], (0,)) if batch is None else _part(batch, start, step, length)
+                  for batch, start, step, length in runs]
+        return concatenate_nodes(pieces, 0)
+
+    def batch(self, members: list[Tensor]) -> bool:
+        """Replace ``members`` by the entries of one batched node (False: the operator's rule declined)."""
+        from jacacc.tensor.batching import _batched_node
+
+        template = members[0]
+        operands = list(zip(*(tuple(self.new[id(a)] for a in m.args) for m in members), strict=True))
+        columns = [self.column(c) for c in operands]
+        flags = [c is not None for c in columns]
+        args = [c if c is not None else shared[0] for c, shared in zip(columns, operands, strict=True)]
+        if template.kind == "op" and not self._rule_applies(template, args, flags, len(members)):
+            return False
+        batched = _batched_node(template, args, flags, (len(members),))
+        for position, member in enumerate(members):
+            entry = _entry(batched, position)
+            self.new[id(member)] = entry
+            self.entries[id(entry)] = (batched, position)
+        return True
+
+    @staticmethod
+    def _rule_applies(template: Tensor, args: list[Tensor], flags: list[bool], members: int) -> bool:
+        """Whether the operator's batching rule takes these operands (else it would be unrolled)."""
+        from jacacc.tensor.operators import get_operator
+
+        name, options, _ = template.param
+        return get_operator(name).batch((members,), tuple(args), tuple(flags), **dict(options)) is not None
+
+
+def _entry(batched: Tensor, position: int) -> Tensor:
+    from jacacc.tensor.arrays import BasicKey, index_node
+
+    rest = tuple(("s", 0, 1, n) for n in batched.shape[1:])
+    return index_node(batched, BasicKey((("i", position),) + rest))
+
+
+def _part(batched: Tensor, start: int, step: int, length: int) -> Tensor:
+    """Entries ``start, start + step, …`` (``length`` of them) of a batched node, as a batch."""
+    from jacacc.tensor.arrays import BasicKey, index_node
+
+    if start == 0 and step == 1 and length == batched.shape[0]:
+        return batched
+    rest = tuple(("s", 0, 1, n) for n in batched.shape[1:])
+    return index_node(batched, BasicKey((("s", start, step, length),) + rest))
+
+
+def batch_isomorphic(roots: Sequence[Tensor]) -> list[Tensor]:
+    """``roots`` with the groups of isomorphic independent nodes that pay
+    (:func:`_worthwhile`) run as one batched node each (see the module docstring).
+
+    Parameters
+    ----------
+    roots : sequence of Tensor
+
+    Returns
+    -------
+    list of Tensor
+        The same values; groups are batched from the leaves up, so a group whose operands
+        are the entries of a batched group reads that batch as it is (or a slice or gather of it).
+    """
+    nodes = nodes_of(roots)
+    groups = _groups(nodes)
+    chosen = _worthwhile(groups, nodes, roots)
+    if not chosen:
+        return list(roots)
+    group_of = {id(m): groups[g] for g in chosen for m in groups[g]}
+    depth = _depths(nodes)
+    batcher = _Batcher()
+    for node in sorted(nodes, key=lambda n: depth[id(n)]):  # stable: operands first within a depth too
+        if id(node) in batcher.new:
+            continue
+        members = group_of.get(id(node))
+        if members is None or not batcher.batch(members):
+            for member in members or (node,):
+                batcher.new[id(member)] = batcher.rewritten(member)
+    return [batcher.new[id(r)] for r in roots]

@@ -1,0 +1,190 @@
+"""Batching isomorphic nodes (jacacc/tensor/isomorphic.py): many small independent steps of one
+kind run as one step on a stack.  Every batched program computes what the unbatched one does;
+chains of groups read each other's batches without a stack between them; groups read out of
+order take a slice or a gather; a group that does not pay is left alone; a Python loop over
+mixture components (solve, slogdet) differentiates to JAX's Hessian with its per-component
+LAPACK calls batched."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import jax_reference
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jacacc.tensor as jt
+from jacacc.tensor import isomorphic
+from jacacc.tensor.evaluate import Program
+from jacacc.tensor.expr import add, einsum, elementwise, nodes_of, unary, var
+from jacacc.tensor.isomorphic import batch_isomorphic
+
+RNG = np.random.default_rng(41)
+
+
+def _operations(roots) -> Counter:
+    return Counter(n.param[0] if n.kind == "op" else n.kind for n in nodes_of(roots))
+
+
+def _both(roots, inputs, values):
+    """The program's outputs with and without the pass (Program applies it when enabled)."""
+    batched = Program(roots, inputs)(*values)
+    previous = isomorphic.ENABLED
+    isomorphic.ENABLED = False
+    try:
+        plain = Program(roots, inputs)(*values)
+    finally:
+        isomorphic.ENABLED = previous
+    return batched, plain
+
+
+def _matrices(count: int, shape=(3, 3)):
+    return [var(f"m{k}", shape) for k in range(count)]
+
+
+def test_a_chain_of_groups_reads_its_batches_without_stacks():
+    """Eight matrix products, each then exponentiated and summed: one stack of the operands at the
+    start, then each group reads the batch before it as it is."""
+    ms = _matrices(8)
+    w = var("w", (3, 3))
+    y = add(*(einsum("ij->", unary("exp", einsum("ij,jk->ik", m, w))) for m in ms))
+    (z,) = batch_isomorphic([y])
+    before, after = _operations([y]), _operations([z])
+    assert before["einsum"] == 16 and after["concatenate"] == 1
+    assert after["einsum"] < before["einsum"] and after["unary"] == 1
+    values = [RNG.standard_normal(m.shape) for m in [*ms, w]]
+    batched, plain = _both([y], [*ms, w], values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
+
+
+def test_a_shared_operand_is_not_stacked():
+    """``w`` is read by every member: it stays one operand, the einsum gains a batch letter on the
+    stacked side only."""
+    ms = _matrices(6)
+    w = var("w", (3, 3))
+    y = add(*(einsum("ij,jk->", m, w) for m in ms))
+    (z,) = batch_isomorphic([y])
+    batched_einsums = [n for n in nodes_of([z]) if n.kind == "einsum" and w in n.args]
+    assert len(batched_einsums) == 1 and batched_einsums[0].args[0].shape == (6, 3, 3)
+
+
+@pytest.mark.parametrize("order", ["reversed", "strided"])
+def test_members_read_out_of_order_take_slices(order):
+    """A second group reading the first's members in another order takes them as slices of the
+    batch (every other one: two slices; reversed: one each, stacked); the values are the same."""
+    ms = _matrices(8, (4,))
+    firsts = [unary("exp", einsum("i,i->i", m, m)) for m in ms]
+    seconds = list(reversed(firsts)) if order == "reversed" else firsts[1::2] + firsts[0::2]
+    y = add(*(einsum("i,j->", a, b) for a, b in zip(firsts, seconds, strict=True)))
+    values = [RNG.standard_normal(m.shape) for m in ms]
+    batched, plain = _both([y], ms, values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
+    before, after = _operations([y]), _operations(batch_isomorphic([y]))
+    assert after["index"] >= 1 and after["einsum"] < before["einsum"]
+
+
+def test_a_group_that_does_not_pay_is_left_alone():
+    """Two elementwise steps on two different inputs: stacking them costs more than the one call
+    saved, so the expression comes back as it was."""
+    a, b = var("a", (5,)), var("b", (5,))
+    y = add(unary("exp", a), unary("exp", b))
+    assert batch_isomorphic([y])[0] is y
+
+
+def test_entries_read_outside_the_chain_keep_their_values():
+    """Members whose values are also outputs of their own: each is an entry of the batch."""
+    ms = _matrices(5)
+    w = var("w", (3, 3))
+    products = [einsum("ij,jk->ik", m, w) for m in ms]
+    roots = [*products, add(*(einsum("ij->", p) for p in products))]
+    values = [RNG.standard_normal(m.shape) for m in [*ms, w]]
+    batched, plain = _both(roots, [*ms, w], values)
+    for x, y in zip(batched, plain, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-14)
+
+
+@st.composite
+def _repeated_programs(draw):
+    """A random step applied to several inputs: unary functions, products with a shared matrix,
+    sums with another member's value, reductions; a final sum over the members."""
+    count = draw(st.integers(2, 7))
+    n = draw(st.integers(1, 4))
+    xs = [var(f"x{k}", (n, n)) for k in range(count)]
+    shared = var("s", (n, n))
+    values = list(xs)
+    for _ in range(draw(st.integers(1, 5))):
+        step = draw(st.sampled_from(["tanh", "sin", "shared", "neighbour", "square"]))
+        if step in ("tanh", "sin"):
+            values = [unary(step, v) for v in values]
+        elif step == "shared":
+            values = [einsum("ij,jk->ik", v, shared) for v in values]
+        elif step == "neighbour":
+            shift = draw(st.integers(1, count))
+            values = [add(v, values[(k + shift) % count]) for k, v in enumerate(values)]
+        else:
+            values = [elementwise("mul", v, v) for v in values]
+    y = add(*(einsum("ij->", v) for v in values))
+    arrays = [RNG.uniform(-1, 1, (n, n)) for _ in range(count + 1)]
+    return y, [*xs, shared], arrays
+
+
+@settings(max_examples=40, deadline=None)
+@given(_repeated_programs())
+def test_batched_programs_compute_what_unbatched_ones_do(case):
+    y, inputs, values = case
+    batched, plain = _both([y], inputs, values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-12, atol=1e-12)
+
+
+def _mixture(params, data, xp):
+    """autograd's GMM negative log-likelihood (examples/gmm.py): a Python loop over components,
+    each a solve and a slogdet of a 2 × 2 covariance."""
+    log_weights, means, roots = params
+    total = []
+    for k in range(means.shape[0]):
+        cov = xp.dot(roots[k].T, roots[k])
+        diff = data - means[k]
+        mahalanobis = xp.sum(diff * xp.linalg.solve(cov, diff.T).T, axis=1)
+        total.append(log_weights[k] - 0.5 * (mahalanobis + xp.linalg.slogdet(cov)[1]))
+    stacked = xp.stack(total)
+    top = xp.max(stacked, axis=0)
+    return -xp.sum(top + xp.log(xp.sum(xp.exp(stacked - top), axis=0)))
+
+
+def test_a_loop_of_small_solves_batches_its_lapack_calls_and_matches_jax():
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    K, D = 4, 2
+    params = (0.1 * RNG.standard_normal(K), 2 * RNG.standard_normal((K, D)),
+              np.eye(D) + 0.2 * RNG.standard_normal((K, D, D)))
+    data = RNG.standard_normal((30, D))
+    flat = np.concatenate([p.ravel() for p in params])
+    sizes = [p.size for p in params]
+
+    def unflatten(x, xp):
+        pieces, start = [], 0
+        for p, size in zip(params, sizes, strict=True):
+            pieces.append(x[start:start + size].reshape(p.shape))
+            start += size
+        return pieces
+
+    hessian = jt.hessian(lambda x: _mixture(unflatten(x, np), data, np))
+    H = hessian(flat)
+    expected = jax_reference.jit(jax.hessian(lambda x: _mixture(unflatten(x, jnp), data, jnp)))(flat)
+    np.testing.assert_allclose(H, np.asarray(expected), rtol=1e-9, atol=1e-9)
+    (program,) = hessian.plans.values()
+    solves = sum(n.kind == "op" and n.param[0] == "getrs" for n in program.nodes)
+    previous = isomorphic.ENABLED
+    isomorphic.ENABLED = False
+    try:
+        unbatched = jt.hessian(lambda x: _mixture(unflatten(x, np), data, np))
+        np.testing.assert_allclose(unbatched(flat), H, rtol=1e-12, atol=1e-12)
+        (plain,) = unbatched.plans.values()
+    finally:
+        isomorphic.ENABLED = previous
+    plain_solves = sum(n.kind == "op" and n.param[0] == "getrs" for n in plain.nodes)
+    assert solves * 4 <= plain_solves, (solves, plain_solves)
