@@ -21,12 +21,12 @@ member's value, computed by the same operation.
 
 Examples
 --------
->>> from jacacc.tensor.expr import var, unary, add, nodes_of
->>> xs = [var(f"x{k}", (3,)) for k in range(8)]
->>> y = add(*(unary("exp", unary("sin", x)) for x in xs))
+>>> from jacacc.tensor.expr import var, unary, add, einsum, nodes_of
+>>> xs, w = [var(f"x{k}", (3, 3)) for k in range(8)], var("w", (3, 3))
+>>> y = add(*(einsum("ij->", unary("exp", einsum("ij,jk->ik", x, w))) for x in xs))
 >>> (z,) = batch_isomorphic([y])
->>> sum(n.kind == "unary" for n in nodes_of([y])), sum(n.kind == "unary" for n in nodes_of([z]))
-(16, 2)
+>>> [sum(n.kind == "unary" for n in nodes_of([e])) for e in (y, z)]   # eight exps, then one
+[8, 1]
 """
 
 from __future__ import annotations
@@ -127,20 +127,40 @@ def _runs(sources: Sequence[tuple[Any, int] | None]) -> list[tuple[Any, int, int
     return runs
 
 
-def _column_seconds(runs: Sequence[tuple[Any, int, int, int]], batch_sizes: dict[Any, int],
+def _progression(positions: Sequence[int]) -> tuple[int, int] | None:
+    """``(start, step)`` where ``positions`` rise evenly, else None.
+
+    >>> _progression([1, 4, 7]), _progression([2]), _progression([0, 2, 1])
+    ((1, 3), (2, 1), None)
+    """
+    step = positions[1] - positions[0] if len(positions) > 1 else 1
+    if step <= 0 or any(b - a != step for a, b in zip(positions, positions[1:], strict=False)):
+        return None
+    return positions[0], step
+
+
+def _one_batch(sources: Sequence[tuple[Any, int] | None]) -> tuple[Any, list[int]] | None:
+    """``(batch, positions)`` where every operand of a column is an entry of one batch, else None."""
+    if any(s is None for s in sources) or any(s[0] is not sources[0][0] for s in sources):
+        return None
+    return sources[0][0], [s[1] for s in sources]
+
+
+def _column_seconds(sources: Sequence[tuple[Any, int] | None], batch_sizes: dict[Any, int],
                     operands: Sequence[Tensor]) -> float:
-    """Seconds to make a column's batched operand from its runs: nothing for one whole batch in
-    order, a slice for one run, a stack of one piece per run otherwise (plus the copy, and an
-    elementwise operand's own kernel)."""
+    """Seconds to make a column's batched operand: from one batch nothing (the whole of it in
+    order), a slice (evenly strided) or a gather; else a stack of one piece per run
+    (:func:`_runs`), each elementwise operand among them written by a kernel of its own."""
     elements = operands[0].size
-    if len(runs) == 1 and runs[0][0] is not None:
-        batch, start, step, length = runs[0]
-        if start == 0 and step == 1 and length == batch_sizes[batch]:
+    copy = len(operands) * elements * COPY_SECONDS_PER_ELEMENT
+    if (taken := _one_batch(sources)) is not None:
+        batch, positions = taken
+        if positions == list(range(batch_sizes[batch])):
             return 0.0
-        return SLICE_SECONDS + length * elements * COPY_SECONDS_PER_ELEMENT
+        return (SLICE_SECONDS if _progression(positions) else STACK_SECONDS) + copy
+    runs = _runs(sources)
     unfused = sum(operands[start].kind in ("unary", "add") for batch, start, _, _ in runs if batch is None)
-    return (STACK_SECONDS + len(runs) * PIECE_SECONDS + unfused * UNFUSED_SECONDS
-            + len(operands) * elements * COPY_SECONDS_PER_ELEMENT)
+    return STACK_SECONDS + len(runs) * PIECE_SECONDS + unfused * UNFUSED_SECONDS + copy
 
 
 class _UnionFind:
@@ -177,7 +197,7 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
             for source in sources:
                 if source is not None:
                     chains.union(g, source[0])
-            spent[g] += _column_seconds(_runs(sources), sizes, column)
+            spent[g] += _column_seconds(sources, sizes, column)
     readers: dict[int, set[int | None]] = defaultdict(set)  # member → the chains reading it (None: no group)
     for node in nodes:
         for a in node.args:
@@ -186,6 +206,12 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
                 readers[id(a)].add(None if reader is None else chains.find(reader))
     for r in roots:
         readers[id(r)].add(None)
+    for node in nodes:  # a sum of every member of a group reads their batch once (_Batcher._batches_summed)
+        if node.kind == "add" and id(node) not in group_of:
+            for g in {group_of[id(a)] for a in node.args if id(a) in group_of}:
+                if all(any(a is m for a in node.args) for m in groups[g]):
+                    for m in groups[g]:
+                        readers[id(m)].discard(None)
     saved: dict[int, float] = defaultdict(float)
     cost: dict[int, float] = defaultdict(float)
     for g, members in enumerate(groups):
@@ -208,7 +234,38 @@ class _Batcher:
         args = tuple(self.new[id(a)] for a in node.args)
         if node.kind == "add" and (summed := self._batches_summed(args)) is not args:
             return summed[0] if len(summed) == 1 else add(*summed)
+        if node.kind == "op" and node.param[0] == "concatenate" \
+                and (whole := self._batch_stacked(args, dict(node.param[1])["axis"])) is not None:
+            return whole
         return with_args(node, args)
+
+    def _batch_stacked(self, pieces: tuple[Tensor, ...], axis: int) -> Tensor | None:
+        """The batch that ``pieces`` stack, in order, along ``axis`` (``np.stack`` of a loop's
+        results): each piece an entry of one batch of length 1 along ``axis``, or a unit axis put
+        there into such an entry; that batch with its leading axis moved there, or None."""
+        concatenated = [self._unit_entry(piece, axis) for piece in pieces]
+        if any(c is None for c in concatenated):
+            return None
+        batch, _, has_unit = concatenated[0]
+        if len(pieces) != batch.shape[0] or any(b is not batch or p != k or u != has_unit
+                                                for k, (b, p, u) in enumerate(concatenated)):
+            return None
+        letters = index_letters(batch.ndim)
+        if has_unit:  # the entries have the unit axis: the batch's letter takes its place
+            entry = letters[1:]
+            return einsum(f"{letters}->{entry[:axis]}{letters[0]}{entry[axis + 1:]}", batch)
+        moved = letters[1:axis + 1] + letters[0] + letters[axis + 1:]
+        return batch if axis == 0 else einsum(f"{letters}->{moved}", batch)
+
+    def _unit_entry(self, piece: Tensor, axis: int) -> tuple[Tensor, int, bool] | None:
+        """``(batch, position, True)`` where ``piece`` is an entry of ``batch`` of length 1 along
+        ``axis``; ``(batch, position, False)`` where it puts a unit axis at ``axis`` into such an
+        entry; None otherwise."""
+        if (source := self.entries.get(id(piece))) is not None:
+            return (*source, True) if piece.shape[axis] == 1 else None
+        if _unit_axis(piece) != axis or (source := self.entries.get(id(piece.args[0]))) is None:
+            return None
+        return (*source, False)
 
     def _batches_summed(self, terms: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
         positions: dict[int, list[int]] = defaultdict(list)
@@ -226,15 +283,21 @@ class _Batcher:
 
     def column(self, operands: Sequence[Tensor]) -> Tensor | None:
         """The batched operand for one argument position of a group (None: shared by all): a
-        batch as it is, a slice of one, or a stack of slices and operands (:func:`_runs`)."""
-        from jacacc.tensor.arrays import concatenate_nodes, insert_unit_axes
+        batch as it is, a slice or a gather of one, or a stack of slices and operands (:func:`_runs`)."""
+        from jacacc.tensor.arrays import _advanced_index, concatenate_nodes, insert_unit_axes
 
         first = operands[0]
         if all(a is first for a in operands):
             return None
         if all(a.kind == "const" for a in operands):  # a stack of constants is one
             return const(np.stack([a.value for a in operands]))
-        runs = _runs([self.entries.get(id(a)) for a in operands])
+        sources = [self.entries.get(id(a)) for a in operands]
+        if (taken := _one_batch(sources)) is not None:
+            batch, positions = taken
+            if (stride := _progression(positions)) is not None:
+                return _part(batch, *stride, len(positions))
+            return _advanced_index(batch, (np.array(positions),))
+        runs = _runs(sources)
         pieces = [insert_unit_axes(operands[start], (0,)) if batch is None else _part(batch, start, step, length)
                   for batch, start, step, length in runs]
         return concatenate_nodes(pieces, 0)
@@ -264,6 +327,21 @@ class _Batcher:
 
         name, options, _ = template.param
         return get_operator(name).batch((members,), tuple(args), tuple(flags), **dict(options)) is not None
+
+
+def _unit_axis(node: Tensor) -> int | None:
+    """Where ``node`` puts one unit axis into its first operand (an einsum with ``ones((1,))``, as
+    :func:`~jacacc.tensor.arrays.insert_unit_axes` writes it), or None for any other node."""
+    if node.kind != "einsum" or len(node.args) != 2:
+        return None
+    ones = node.args[1]
+    if ones.kind != "const" or ones.param[0] != "ones" or ones.shape != (1,):
+        return None
+    inputs, out = node.param.split("->")
+    kept, new = inputs.split(",")
+    if len(new) != 1 or out.replace(new, "") != kept:
+        return None
+    return out.index(new)
 
 
 def _entry(batched: Tensor, position: int) -> Tensor:

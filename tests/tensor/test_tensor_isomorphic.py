@@ -70,19 +70,38 @@ def test_a_shared_operand_is_not_stacked():
     assert len(batched_einsums) == 1 and batched_einsums[0].args[0].shape == (6, 3, 3)
 
 
-@pytest.mark.parametrize("order", ["reversed", "strided"])
-def test_members_read_out_of_order_take_slices(order):
-    """A second group reading the first's members in another order takes them as slices of the
-    batch (every other one: two slices; reversed: one each, stacked); the values are the same."""
+@pytest.mark.parametrize("order", ["reversed", "halves"])
+def test_members_read_out_of_order_take_a_slice_or_a_gather(order):
+    """A second group reading the first's members in another order takes them from the batch by
+    one gather (reversed) or slices (the first half with the second); the values are the same."""
     ms = _matrices(8, (4,))
     firsts = [unary("exp", einsum("i,i->i", m, m)) for m in ms]
-    seconds = list(reversed(firsts)) if order == "reversed" else firsts[1::2] + firsts[0::2]
-    y = add(*(einsum("i,j->", a, b) for a, b in zip(firsts, seconds, strict=True)))
+    pairs = list(zip(firsts, reversed(firsts), strict=True)) if order == "reversed" else \
+        list(zip(firsts[:4], firsts[4:], strict=True))
+    y = add(*(einsum("i,j->", a, b) for a, b in pairs))
     values = [RNG.standard_normal(m.shape) for m in ms]
     batched, plain = _both([y], ms, values)
     np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
     before, after = _operations([y]), _operations(batch_isomorphic([y]))
-    assert after["index"] >= 1 and after["einsum"] < before["einsum"]
+    assert after["gather" if order == "reversed" else "index"] >= 1 and after["einsum"] < before["einsum"]
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_stack_of_a_batch_in_order_is_the_batch(axis):
+    """``np.stack`` of a loop's results, where the results are one batch's entries in order, is
+    that batch (its axis moved): the only stack left is the one of the loop's inputs."""
+    from jacacc.tensor.arrays import concatenate_nodes, insert_unit_axes
+
+    ms = _matrices(6)
+    w = var("w", (3, 3))
+    results = [unary("exp", einsum("ij,jk->ik", m, w)) for m in ms]
+    y = concatenate_nodes([insert_unit_axes(r, (axis,)) for r in results], axis)
+    (z,) = batch_isomorphic([y])
+    assert _operations([y])["concatenate"] == 1 and _operations([z])["concatenate"] == 1
+    assert not any(n.kind == "op" and n.param[0] == "index" for n in nodes_of([z]))
+    values = [RNG.standard_normal(m.shape) for m in [*ms, w]]
+    batched, plain = _both([y], [*ms, w], values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
 
 
 def test_a_group_that_does_not_pay_is_left_alone():
