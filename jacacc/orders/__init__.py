@@ -11,6 +11,7 @@ from jacacc.orders import faces as _faces  # noqa: F401  (registers the face met
 from jacacc.orders import heuristics as _heuristics  # noqa: F401  (registers the built-ins)
 from jacacc.orders import levels as _levels  # noqa: F401  (registers blocks and levels, mode 'structure')
 from jacacc.orders import local_search as _local_search  # noqa: F401  (registers anneal)
+from jacacc.orders import scale as _scale  # noqa: F401  (registers the preaccumulation orders)
 from jacacc.orders.registry import OrderResult, find_order, get_method, methods, register_method
 
 __all__ = ["OrderResult", "find_order", "get_method", "methods", "register_method"]
