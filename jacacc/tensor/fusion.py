@@ -158,7 +158,7 @@ from jacacc.tensor.expr import (
     with_args,
 )
 
-__all__ = ["COMPILE_AFTER", "COMPILE_BUDGET", "CompileBudget", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
+__all__ = ["COMPILE_AFTER", "COMPILE_BUDGET", "CompileBudget", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "fusable", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
            "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
            "fused_outputs", "inline_operands_in_loop_order", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
@@ -425,6 +425,19 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
     if node.kind == "op" and _index_map(node) is not None:
         return "elementwise"
     return None
+
+
+def fusable(node: Tensor) -> bool:
+    """Whether a region may take ``node`` in anywhere (:func:`find_regions`; δ scatters aside): an
+    elementwise function or sum, an elementwise einsum, a basic index.  Such a node costs no call
+    of its own inside a region; a memory-bound summing einsum joins one only as its root.
+
+    >>> from jacacc.tensor.expr import var, unary, einsum
+    >>> x = var("x", (3, 3))
+    >>> fusable(unary("exp", x)), fusable(einsum("ij,ij->ij", x, x)), fusable(einsum("ij,jk->ik", x, x))
+    (True, True, False)
+    """
+    return _kind(node, set()) == "elementwise"
 
 
 def _elementwise_einsum(node: Tensor) -> bool:

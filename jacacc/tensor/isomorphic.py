@@ -39,17 +39,18 @@ import numpy as np
 
 from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, with_args
 
-__all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
+__all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
            "batch_isomorphic"]
 
 #: Whether programs batch isomorphic nodes (:class:`~jacacc.tensor.evaluate.Program`); off for comparisons.
 ENABLED = True
-#: Seconds of one step's call on small arrays (NumPy's dispatch, an operator's checks), by kind.  An
-#: elementwise step mostly runs inside a fused region (:mod:`jacacc.tensor.fusion`), one kernel call
-#: for the region: it saves little on its own.
-CALL_SECONDS = {"einsum": 1.5e-6, "op": 2.0e-6, "unary": 0.3e-6, "add": 0.3e-6}
-#: Seconds an elementwise operand costs as a piece of a stack: written out by a kernel of its own
-#: where it would have been computed inside its reader's fused region.
+#: Seconds of one step's call on small arrays (NumPy's dispatch, an operator's checks), by kind.
+CALL_SECONDS = {"einsum": 1.5e-6, "op": 2.0e-6, "unary": 0.8e-6, "add": 0.8e-6}
+#: Seconds a step saves that a fused region would take in (:func:`jacacc.tensor.fusion.fusable`):
+#: the region is one kernel call for all its steps.
+FUSED_CALL_SECONDS = 0.6e-6
+#: Seconds an operand a fused region would take in costs as a piece of a stack: written out by a
+#: kernel of its own where it would have been computed inside its reader's region.
 UNFUSED_SECONDS = 1.5e-6
 #: Seconds of one call that stacks a group's operands, or gathers them from a batch, beyond the copy.
 STACK_SECONDS = 2.0e-6
@@ -146,6 +147,17 @@ def _one_batch(sources: Sequence[tuple[Any, int] | None]) -> tuple[Any, list[int
     return sources[0][0], [s[1] for s in sources]
 
 
+def _fusable(node: Tensor) -> bool:
+    from jacacc.tensor import fusion
+
+    return fusion.ENABLED and fusion.fusable(node)
+
+
+def _call_seconds(node: Tensor) -> float:
+    """What one step like ``node`` costs on its own: a NumPy call, or a share of a fused region's."""
+    return FUSED_CALL_SECONDS if _fusable(node) else CALL_SECONDS[node.kind]
+
+
 def _column_seconds(sources: Sequence[tuple[Any, int] | None], batch_sizes: dict[Any, int],
                     operands: Sequence[Tensor]) -> float:
     """Seconds to make a column's batched operand: from one batch nothing (the whole of it in
@@ -159,7 +171,7 @@ def _column_seconds(sources: Sequence[tuple[Any, int] | None], batch_sizes: dict
             return 0.0
         return (SLICE_SECONDS if _progression(positions) else STACK_SECONDS) + copy
     runs = _runs(sources)
-    unfused = sum(operands[start].kind in ("unary", "add") for batch, start, _, _ in runs if batch is None)
+    unfused = sum(_fusable(operands[start]) for batch, start, _, _ in runs if batch is None)
     return STACK_SECONDS + len(runs) * PIECE_SECONDS + unfused * UNFUSED_SECONDS + copy
 
 
@@ -216,7 +228,7 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
     cost: dict[int, float] = defaultdict(float)
     for g, members in enumerate(groups):
         chain = chains.find(g)
-        saved[chain] += (len(members) - 1) * CALL_SECONDS[members[0].kind]
+        saved[chain] += (len(members) - 1) * _call_seconds(members[0])
         cost[chain] += spent[g] + ENTRY_SECONDS * sum(any(c != chain for c in readers[id(m)]) for m in members)
     return {g for g in range(len(groups)) if saved[chains.find(g)] > cost[chains.find(g)]}
 
