@@ -67,7 +67,9 @@ most :data:`HESSIAN_MAX_PARAMS` — the record keeps:
 * the warm time per call: warm-up calls first, at least :data:`WARM_UP_CALLS` and for at least
   :data:`WARM_UP_SECONDS` (jacacc's fused kernels compile on the third call, and its scalar tier is
   tried once a program has spent enough time in NumPy steps: the steady state of a function called in
-  an optimizer's loop; JAX and PyTorch get the same warm-up), then ``--repeats`` samples (each a call looped for at least ``min_sample_s`` and averaged),
+  an optimizer's loop; JAX and PyTorch get the same warm-up), and jacacc's calls on until its plans
+  have reached that steady state (``Program.settled``, at most :data:`STEADY_STATE_MAX_S`: a tier
+  tried in the middle of the timed rounds made a row's ratio depend on the machine's load), then ``--repeats`` samples (each a call looped for at least ``min_sample_s`` and averaged),
   taken in rounds that time every library once each; the best and the median sample;
 * ``jax_over_jacacc`` = JAX's best time / jacacc's (> 1: jacacc faster), ``torch_over_jacacc`` the
   same for PyTorch; the summary gives their geometric means over the objectives per derivative.
@@ -116,6 +118,9 @@ HESSIAN_MAX_PARAMS = 300
 RTOL = 1e-8
 WARM_UP_CALLS = 8
 WARM_UP_SECONDS = 2.0
+#: Longest warm-up of a jacacc call that has not reached its steady state (``Program.settled``: its
+#: scalar tier tried, which it is once its NumPy steps have cost what writing the table would)
+STEADY_STATE_MAX_S = 30.0
 REPEATS = 7
 QUICK_REPEATS = 2
 MIN_SAMPLE_S = 0.02
@@ -846,7 +851,12 @@ def jacacc_call(objective: Objective, derivative: str, args: Arguments) -> Calla
 
     f = bind(objective, np)
     transformed = jt.grad(f) if derivative == "gradient" else jt.hessian(f)
-    return lambda: transformed(*args)
+
+    def call() -> Any:
+        return transformed(*args)
+
+    call.settled = lambda: all(getattr(getattr(p, "plan", p), "settled", True) for p in transformed.plans.values())
+    return call
 
 
 def jax_call(objective: Objective, derivative: str, args: Arguments) -> Callable[[], Any]:
@@ -903,7 +913,9 @@ def interleaved_samples(calls: list[Callable[[], Any]], repeats: int, min_time: 
     machine costs each library one sample."""
     for call in calls:
         start, done = time.perf_counter(), 0
-        while done < WARM_UP_CALLS or time.perf_counter() - start < warm_seconds:
+        settled = getattr(call, "settled", lambda: True)
+        while done < WARM_UP_CALLS or time.perf_counter() - start < warm_seconds or (
+                warm_seconds and not settled() and time.perf_counter() - start < STEADY_STATE_MAX_S):
             call()
             done += 1
     samples: list[list[float]] = [[] for _ in calls]

@@ -23,6 +23,7 @@ call): Numba's on NumPy arrays, the same region's CUDA kernel on CuPy arrays.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -460,6 +461,14 @@ class Program:
     def scalar_tier(self) -> bool:
         """Whether calls on NumPy arrays run as a scalar instruction table (:mod:`jacacc.tensor.scalarize`)."""
         return bool(self._scalar)
+
+    @property
+    def settled(self) -> bool:
+        """Whether calls on NumPy arrays have reached their steady state: the scalar tier tried
+        (kept or declined), or past its reach and never to be tried.  A benchmark of warm calls
+        warms up until then (the tier is tried once the NumPy steps have cost what writing the
+        table would: seconds, for a large program)."""
+        return self._scalar is not None or not scalarize.ENABLED or scalarize.time_before_trying(self) == math.inf
 
     def interpret(self, xp: Any, arrays: Sequence[Any]) -> list[Any]:
         """The steps run one by one on the arrays of ``xp`` (NumPy or CuPy): what the

@@ -170,9 +170,35 @@ def _column_seconds(sources: Sequence[tuple[Any, int] | None], batch_sizes: dict
         if positions == list(range(batch_sizes[batch])):
             return 0.0
         return (SLICE_SECONDS if _progression(positions) else STACK_SECONDS) + copy
+    stacked = _stacking_seconds(sources, operands)
+    whole = _whole_batches(sources)
+    return stacked if whole is None else min(stacked, _joining_seconds(whole, batch_sizes, operands))
+
+
+def _stacking_seconds(sources: Sequence[tuple[Any, int] | None], operands: Sequence[Tensor]) -> float:
+    """Seconds to stack a column from one piece per run (:func:`_runs`)."""
     runs = _runs(sources)
     unfused = sum(_fusable(operands[start]) for batch, start, _, _ in runs if batch is None)
+    copy = len(operands) * operands[0].size * COPY_SECONDS_PER_ELEMENT
     return STACK_SECONDS + len(runs) * PIECE_SECONDS + unfused * UNFUSED_SECONDS + copy
+
+
+def _joining_seconds(whole: Sequence[Any], batch_sizes: dict[Any, int], operands: Sequence[Tensor]) -> float:
+    """Seconds to join ``whole`` batches and gather a column of ``operands`` from them."""
+    elements = operands[0].size
+    joined = sum(batch_sizes[b] for b in whole) + len(operands)
+    return 2 * STACK_SECONDS + len(whole) * PIECE_SECONDS + joined * elements * COPY_SECONDS_PER_ELEMENT
+
+
+def _whole_batches(sources: Sequence[tuple[Any, int] | None]) -> list[Any] | None:
+    """The batches, in order of first use, where every operand of a column is an entry of one
+    of several batches (else None): joined whole, one gather takes the column from them."""
+    if any(s is None for s in sources):
+        return None
+    found: dict[int, Any] = {}
+    for batch, _ in sources:
+        found.setdefault(id(batch), batch)
+    return list(found.values()) if len(found) > 1 else None
 
 
 class _UnionFind:
@@ -310,6 +336,16 @@ class _Batcher:
                 return _part(batch, *stride, len(positions))
             return _advanced_index(batch, (np.array(positions),))
         runs = _runs(sources)
+        whole = _whole_batches(sources)
+        sizes = {b: b.shape[0] for b in whole or ()}
+        if whole is not None and _joining_seconds(whole, sizes, operands) < _stacking_seconds(sources, operands):
+            offsets, start = {}, 0  # the batches joined whole, the column gathered from them
+            for b in whole:
+                offsets[id(b)], start = start, start + b.shape[0]
+            joined = concatenate_nodes(whole, 0)
+            positions = [offsets[id(b)] + p for b, p in sources]
+            return joined if positions == list(range(joined.shape[0])) else \
+                _advanced_index(joined, (np.array(positions),))
         pieces = [insert_unit_axes(operands[start], (0,)) if batch is None else _part(batch, start, step, length)
                   for batch, start, step, length in runs]
         return concatenate_nodes(pieces, 0)

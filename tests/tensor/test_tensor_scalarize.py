@@ -169,9 +169,21 @@ def test_a_slower_table_is_not_kept(monkeypatch):
     monkeypatch.setattr(scalarize, "WRITE_SECONDS_PER_OPERATION", 0.0)
     monkeypatch.setattr(scalarize, "KEEP_BELOW", 0.0)
     program = derivative_program(wood, POINT, 1)
+    assert not program.settled
     for _ in range(3):
         program(POINT)
-    assert not program.scalar_tier
+    assert not program.scalar_tier and program.settled  # tried and declined: the steady state
+
+
+def test_a_program_is_settled_once_its_tier_is_tried_or_out_of_reach(monkeypatch):
+    monkeypatch.setattr(scalarize, "SCALAR_AFTER", 1)
+    monkeypatch.setattr(scalarize, "TRY_AFTER_SECONDS", 3600.0)  # not tried within this test
+    program = derivative_program(wood, POINT, 1)
+    for _ in range(3):
+        program(POINT)
+    assert not program.settled
+    monkeypatch.setattr(scalarize, "MAX_INSTRUCTIONS", 1)  # past the tier's reach: nothing to wait for
+    assert derivative_program(wood, POINT, 1).settled
 
 
 def test_grad_through_the_tier_matches_without_it(monkeypatch):
