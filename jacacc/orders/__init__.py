@@ -6,6 +6,7 @@ Importing this package registers the built-in heuristics; later modules
 
 from jacacc.orders import cpsat as _cpsat  # noqa: F401  (registers cpsat and optimal)
 from jacacc.orders import dstar as _dstar  # noqa: F401  (registers D*, mode 'structure')
+from jacacc.orders import edge_lns as _edge_lns  # noqa: F401  (registers lns, mode 'edge')
 from jacacc.orders import exhaustive as _exhaustive  # noqa: F401  (registers the exact oracle)
 from jacacc.orders import faces as _faces  # noqa: F401  (registers the face methods)
 from jacacc.orders import heuristics as _heuristics  # noqa: F401  (registers the built-ins)
