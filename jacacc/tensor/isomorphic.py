@@ -31,6 +31,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -42,8 +43,8 @@ from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_
 __all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
            "batch_isomorphic"]
 
-#: Whether programs batch isomorphic nodes (:class:`~jacacc.tensor.evaluate.Program`); off for comparisons.
-ENABLED = True
+#: Whether programs batch isomorphic nodes (:class:`~jacacc.tensor.evaluate.Program`); ``JACACC_ISOMORPHIC=0`` turns it off.
+ENABLED = os.environ.get("JACACC_ISOMORPHIC", "1").strip().lower() not in ("0", "false", "no", "off")
 #: Seconds of one step's call on small arrays (NumPy's dispatch, an operator's checks), by kind.
 CALL_SECONDS = {"einsum": 1.5e-6, "op": 2.0e-6, "unary": 0.8e-6, "add": 0.8e-6}
 #: Seconds a step saves that a fused region would take in (:func:`jacacc.tensor.fusion.fusable`):

@@ -45,6 +45,9 @@ def test_method_comparison_record_matches_optimize(results):
         if r["method"] == "anneal":  # time-limited: how far it gets depends on the machine's load
             assert r["lower_bound"] <= r["mults"] <= markowitz[(r["problem"], r["mode"])]
             continue
+        if r["method"] == "lns":  # time-limited too, from its own start
+            assert r["lower_bound"] <= r["mults"]
+            continue
         plan = jacacc.optimize(problems.get(r["problem"]).graph(), mode=r["mode"], method=r["method"], seed=0)
         assert (r["mults"], r["adds"]) == (plan.mults, plan.adds)
     for best in record["results"]["best"]:
