@@ -205,8 +205,14 @@ SMALL = [  # one small scalar function per family, so the search-based orders st
     ("kron", lambda x, xp: xp.sum(xp.kron(x, x) ** 3), x6[:2]),
 ]
 
+def _sampled(modes):
+    """The modes, the preaccumulation variants (``preaccumulation``'s own halves and its chain
+    rule, one code path with it) in the exhaustive tier only."""
+    variants = ("forward_preaccumulation", "reverse_preaccumulation", "chain_preaccumulation")
+    return [pytest.param(m, marks=pytest.mark.exhaustive) if m in variants else m for m in modes]
 
-@pytest.mark.parametrize("mode", jt.modes())
+
+@pytest.mark.parametrize("mode", _sampled(jt.modes()))
 @pytest.mark.parametrize("case", SMALL, ids=[c[0] for c in SMALL])
 def test_every_mode(case, mode, quick_anneal):
     _, f, x = case

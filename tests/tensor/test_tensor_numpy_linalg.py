@@ -224,8 +224,14 @@ def test_value_gradient_and_hessian_match_jax(case):
 _LARGE_HESSIAN = {("eigh eigenvectors", "exhaustive"), ("eigh eigenvectors", "anneal"), ("cholesky", "anneal"),
                   ("eigvalsh UPLO=U", "anneal")}
 
+def _sampled(modes):
+    """The modes, the preaccumulation variants (``preaccumulation``'s own halves and its chain
+    rule, one code path with it) in the exhaustive tier only."""
+    variants = ("forward_preaccumulation", "reverse_preaccumulation", "chain_preaccumulation")
+    return [pytest.param(m, marks=pytest.mark.exhaustive) if m in variants else m for m in modes]
 
-@pytest.mark.parametrize("mode", jt.modes())
+
+@pytest.mark.parametrize("mode", _sampled(jt.modes()))
 @pytest.mark.parametrize("case", SIMPLE, ids=[c[0] for c in SIMPLE])
 def test_every_mode_gives_jax_gradient_and_compressed_hessian(case, mode):
     name, f, args, argnum = case
