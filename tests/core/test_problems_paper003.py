@@ -246,8 +246,6 @@ def test_original_figures_have_distinct_prime_labels(name):
         assert labels == primes[: len(labels)]
 
 
-@pytest.mark.parametrize("name", NAMES)
-
 def _sampled(modes):
     """The modes, the preaccumulation variants (``preaccumulation``'s own halves and its chain
     rule, one code path with it) in the exhaustive tier only."""
@@ -255,6 +253,7 @@ def _sampled(modes):
     return [pytest.param(m, marks=pytest.mark.exhaustive) if m in variants else m for m in modes]
 
 
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("method", _sampled(VERTEX_METHODS))
 def test_every_vertex_method_reproduces_the_reference_jacobian(name, method):
     g = paper003.paper003_graphs()[name]

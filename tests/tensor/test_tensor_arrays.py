@@ -205,6 +205,7 @@ SMALL = [  # one small scalar function per family, so the search-based orders st
     ("kron", lambda x, xp: xp.sum(xp.kron(x, x) ** 3), x6[:2]),
 ]
 
+
 def _sampled(modes):
     """The modes, the preaccumulation variants (``preaccumulation``'s own halves and its chain
     rule, one code path with it) in the exhaustive tier only."""

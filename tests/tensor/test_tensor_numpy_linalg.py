@@ -224,6 +224,7 @@ def test_value_gradient_and_hessian_match_jax(case):
 _LARGE_HESSIAN = {("eigh eigenvectors", "exhaustive"), ("eigh eigenvectors", "anneal"), ("cholesky", "anneal"),
                   ("eigvalsh UPLO=U", "anneal")}
 
+
 def _sampled(modes):
     """The modes, the preaccumulation variants (``preaccumulation``'s own halves and its chain
     rule, one code path with it) in the exhaustive tier only."""
