@@ -96,9 +96,9 @@ def _signature(node: Tensor) -> tuple | None:
     return node.kind, node.param, tuple(a.shape for a in node.args)
 
 
-def _groups(nodes: Sequence[Tensor]) -> list[list[Tensor]]:
-    """Groups of two or more isomorphic nodes at one depth, members in ``nodes``' order."""
-    depth, variable = _depths(nodes), _reads_variable(nodes)
+def _groups(nodes: Sequence[Tensor], depth: dict[int, int]) -> list[list[Tensor]]:
+    """Groups of two or more isomorphic nodes at one depth (:func:`_depths`), members in ``nodes``' order."""
+    variable = _reads_variable(nodes)
     found: dict[tuple, list[Tensor]] = defaultdict(list)
     for node in nodes:
         if id(node) in variable and (signature := _signature(node)) is not None:
@@ -248,7 +248,7 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
     for node in nodes:  # a sum of every member of a group reads their batch once (_Batcher._batches_summed)
         if node.kind == "add" and id(node) not in group_of:
             for g in {group_of[id(a)] for a in node.args if id(a) in group_of}:
-                if all(any(a is m for a in node.args) for m in groups[g]):
+                if {id(m) for m in groups[g]} <= {id(a) for a in node.args}:
                     for m in groups[g]:
                         readers[id(m)].discard(None)
     saved: dict[int, float] = defaultdict(float)
@@ -425,12 +425,12 @@ def batch_isomorphic(roots: Sequence[Tensor]) -> list[Tensor]:
         are the entries of a batched group reads that batch as it is (or a slice or gather of it).
     """
     nodes = nodes_of(roots)
-    groups = _groups(nodes)
+    depth = _depths(nodes)
+    groups = _groups(nodes, depth)
     chosen = _worthwhile(groups, nodes, roots)
     if not chosen:
         return list(roots)
     group_of = {id(m): groups[g] for g in chosen for m in groups[g]}
-    depth = _depths(nodes)
     batcher = _Batcher()
     for node in sorted(nodes, key=lambda n: depth[id(n)]):  # stable: operands first within a depth too
         if id(node) in batcher.new:
