@@ -140,19 +140,32 @@ def _greedy_among(state: EliminationGraph, key: Any, eliminable: Any) -> list[Ha
     fill-in also falls when an edge appears between two of its neighbours; it is not
     refreshed for that (refreshing the neighbours' neighbours revisits the high-degree
     vertices of a recurrence at every step), so such a vertex may stay for the sweeps."""
-    heap = [(key(state, j), state.rank[j], j) for j in state.intermediates if eliminable(j)]
-    heapq.heapify(heap)
+    # one live heap entry per vertex: ``pushed[j]`` is the key of the newest; older entries of
+    # ``j`` are dropped when popped (re-keying them would multiply the entries of a vertex
+    # touched often, a recurrence's, and with them the key evaluations: O(T²) for T steps)
+    pushed: dict[Hashable, tuple] = {}
+
+    def push(j: Hashable) -> None:
+        pushed[j] = k = key(state, j)
+        heapq.heappush(heap, (k, state.rank[j], j))
+
+    heap: list[tuple] = []
+    for j in state.intermediates:
+        if eliminable(j):
+            push(j)
     order: list[Hashable] = []
     while heap:
         k, rank, j = heapq.heappop(heap)
-        if j not in state.intermediates or not eliminable(j):
+        if j not in state.intermediates or pushed.get(j) != k:
             continue
-        current = key(state, j)
-        if current != k:  # stale: its neighbourhood changed since it was pushed
-            heapq.heappush(heap, (current, rank, j))
+        del pushed[j]
+        if not eliminable(j):
+            continue
+        if key(state, j) != k:  # stale: its fill-in changed by an elimination not next to it
+            push(j)
             continue
         order.append(j)
         for t in state.eliminate_vertex(j):
             if t in state.intermediates and eliminable(t):
-                heapq.heappush(heap, (key(state, t), state.rank[t], t))
+                push(t)
     return order

@@ -152,10 +152,19 @@ class _UnionFind:
 
 
 def _built_cost(node: Tensor | None, before: Sequence[Tensor | None]) -> int:
-    """FLOPs of ``node`` if the operation built it (not when it is one of its operands)."""
+    """FLOPs of ``node`` if the operation built it (not when it is one of its operands).
+
+    A sum flattens the sums among its operands into one node
+    (:func:`~jacacc.tensor.expr.add`); their additions are already counted, so
+    only the terms it adds are: absorbing n terms into one edge costs n sums,
+    not the n²/2 that counting each flattened sum whole would report (and that
+    would make a key grow at every absorption into an edge near the vertex)."""
     if node is None or any(node is b for b in before):
         return 0
-    return node_flops(node)
+    if node.kind != "add":
+        return node_flops(node)
+    counted = sum(node_flops(b) for b in before if b is not None and b.kind == "add")
+    return max(0, node_flops(node) - counted)
 
 
 def product(left: Factor, right: Factor) -> tuple[Factor, int]:

@@ -108,3 +108,23 @@ def test_inverse_recurrence_hessian_matches_jax(mode):
     gradient, hessian = jax_derivatives("inverse")
     np.testing.assert_allclose(jt.grad(f, mode=mode)(THETA), gradient, rtol=1e-9)
     np.testing.assert_allclose(jt.hessian(f, mode=mode)(THETA), hessian, rtol=1e-8)
+
+
+def key_evaluations(f, theta, monkeypatch):
+    """How many cross-country keys planning the Hessian of ``f`` evaluates (planning work, not time)."""
+    import jacacc.tensor.derive as derive
+
+    calls = []
+    key = derive._cross_country_key
+    monkeypatch.setattr(derive, "_cross_country_key", lambda state, j: calls.append(j) or key(state, j))
+    _derive(trace(f, [theta]), 0, 2, "cross_country")
+    return len(calls)
+
+
+def test_kalman_hessian_planning_grows_linearly_with_the_steps(monkeypatch):
+    # the greedy cross-country order re-keys the vertices an elimination touches; a key that
+    # priced each absorption into an edge as the whole flattened sum grew at every absorption
+    # and was found stale again and again (T = 25 → 50 → 100: 13.7 k → 38 k → 119 k keys)
+    small = key_evaluations(lambda t: kalman_nll(t, observations(12)), THETA, monkeypatch)
+    large = key_evaluations(lambda t: kalman_nll(t, observations(48)), THETA, monkeypatch)
+    assert large <= 4.6 * small, (small, large)

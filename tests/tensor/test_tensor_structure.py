@@ -298,3 +298,19 @@ def test_a_constant_result_is_handed_out_as_a_copy():
     first = h(np.ones(3))
     first[0, 0] = 99.0
     _close(h(np.ones(3)), 2 * np.eye(3), "second call")
+
+
+@pytest.mark.parametrize("terms", [2, 5, 17])
+def test_absorbing_terms_costs_one_sum_per_term(terms):
+    # a sum flattens the sums among its operands into one node: absorbing n dense partials into
+    # one edge costs (n - 1) additions in all, the FLOPs of the sum that runs, not Σ k
+    from jacacc.tensor.expr import node_flops
+    from jacacc.tensor.factor import add_factors
+
+    dense = [Factor.from_letters(var(f"p{k}", (3, 4)), "ij", "i", "j", (3,), (4,)) for k in range(terms)]
+    total, reported = dense[0], 0
+    for term in dense[1:]:
+        total, cost = add_factors(total, term)
+        reported += cost
+    assert total.tensor.kind == "add" and len(total.tensor.args) == terms
+    assert reported == node_flops(total.tensor) == (terms - 1) * 12
