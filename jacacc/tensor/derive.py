@@ -81,9 +81,13 @@ def elimination_order(graph: TensorGraph, mode: str, seed: int | None = 0) -> li
     return list(find_order(graph, "vertex", mode, seed, {}).order)
 
 
-def _touches_a_map(state: EliminationGraph, algebra: Any, j: Hashable) -> bool:
-    edges = [(i, j) for i in state.preds[j]] + [(j, k) for k in state.succs[j]]
-    return any(isinstance(algebra.factors[e], LinearPartial) for e in edges)
+def _next_to_a_map(algebra: Any) -> set[Hashable]:
+    """The vertices at either end of a general function's edge (a linear map).
+
+    The set holds for the whole elimination: these vertices are never eliminated, so
+    their maps are never composed away, and a product or sum of factors is a factor,
+    so no new map appears (an absorption into a map's edge keeps its ends)."""
+    return {v for edge, p in algebra.factors.items() if isinstance(p, LinearPartial) for v in edge}
 
 
 def _adds_edges(state: EliminationGraph, j: Hashable) -> bool:
@@ -110,11 +114,11 @@ def derivative_factors(graph: TensorGraph, mode: str = "reverse", order: Any = N
     state = EliminationGraph(graph, algebra)
     # Vertices touching a general function's edge (a linear map) stay: eliminating them
     # would compose maps along every path; the residual graph is accumulated by sweeps.
-    # A vertex an absorption has since joined to a linear map stays too.
     operators = algebra.lazy_sums
+    kept = _next_to_a_map(algebra)
 
     def eliminable(j: Hashable) -> bool:
-        return not (_touches_a_map(state, algebra, j) or _adds_edges(state, j))
+        return j not in kept and not _adds_edges(state, j)
 
     if operators and order is None and mode == "cross_country":
         # the rule run on the graph itself, among the vertices it may eliminate: simulating the
