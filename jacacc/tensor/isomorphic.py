@@ -148,6 +148,25 @@ def _one_batch(sources: Sequence[tuple[Any, int] | None]) -> tuple[Any, list[int
     return sources[0][0], [s[1] for s in sources]
 
 
+def _flat_entry(node: Tensor) -> tuple[Tensor, int, int] | None:
+    """``(base, k, position)`` where ``node`` is ``base[i₀, …, iₖ₋₁, :, …, :]``: entry ``position``
+    of ``base`` with its ``k`` leading axes flattened into one, a batch that is already there (a
+    broadcast's rows, a Hessian's directions) and that a column of such entries reads as a
+    reshape, a slice or a gather instead of a stack of one piece per entry.  None otherwise."""
+    if node.kind != "op" or node.param[0] != "index":
+        return None
+    base, items = node.args[0], dict(node.param[1])["key"].items
+    k = next((n for n, item in enumerate(items) if item[0] != "i"), len(items))
+    if k == 0 or len(items) != base.ndim:
+        return None
+    if any(item != ("s", 0, 1, n) for item, n in zip(items[k:], base.shape[k:], strict=True)):
+        return None
+    ints = [item[1] for item in items[:k]]
+    if any(not 0 <= i < n for i, n in zip(ints, base.shape, strict=False)):
+        return None
+    return base, k, int(np.ravel_multi_index(ints, base.shape[:k]))
+
+
 def _fusable(node: Tensor) -> bool:
     from jacacc.tensor import fusion
 
@@ -216,6 +235,16 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
+def _flat_source(node: Tensor, sizes: dict[Any, int]) -> tuple[tuple[int, int], int] | None:
+    """``node``'s source as :func:`_worthwhile` keys them where it is a flat entry (:func:`_flat_entry`):
+    the batch ``(id(base), k)``, its size recorded in ``sizes``."""
+    if (flat := _flat_entry(node)) is None:
+        return None
+    base, k, position = flat
+    sizes[(id(base), k)] = int(np.prod(base.shape[:k]))
+    return (id(base), k), position
+
+
 def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequence[Tensor]) -> set[int]:
     """The groups to batch: chains of groups (a group reading the members of another, in any
     order) are weighed whole, the calls they save against the stacks their operands from
@@ -232,9 +261,10 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
             first = column[0]
             if all(a is first for a in column) or all(a.kind == "const" for a in column):
                 continue  # shared, or stacked once here
-            sources = [(group_of[id(a)], position[id(a)]) if id(a) in group_of else None for a in column]
+            sources = [(group_of[id(a)], position[id(a)]) if id(a) in group_of else _flat_source(a, sizes)
+                       for a in column]
             for source in sources:
-                if source is not None:
+                if source is not None and not isinstance(source[0], tuple):
                     chains.union(g, source[0])
             spent[g] += _column_seconds(sources, sizes, column)
     readers: dict[int, set[int | None]] = defaultdict(set)  # member → the chains reading it (None: no group)
@@ -266,6 +296,23 @@ class _Batcher:
     def __init__(self) -> None:
         self.new: dict[int, Tensor] = {}
         self.entries: dict[int, tuple[Tensor, int]] = {}
+        self.flattened: dict[tuple[int, int], Tensor] = {}
+        self.views: dict[int, tuple[Tensor, np.ndarray]] = {}
+
+    def source(self, operand: Tensor) -> tuple[Tensor, int] | None:
+        """``(batch, position)`` of an operand that is an entry: of a batched group, or of a
+        tensor's leading axes flattened (:func:`_flat_entry`); None otherwise."""
+        if (entry := self.entries.get(id(operand))) is not None:
+            return entry
+        if (flat := _flat_entry(operand)) is None:
+            return None
+        from jacacc.tensor.arrays import reshape_node
+
+        base, k, position = flat
+        batch = self.flattened.get((id(base), k))
+        if batch is None:
+            batch = self.flattened[(id(base), k)] = reshape_node(base, (int(np.prod(base.shape[:k])), *base.shape[k:]))
+        return batch, position
 
     def rewritten(self, node: Tensor) -> Tensor:
         """``node`` on its operands' replacements; a sum of every entry of a batch (among other
@@ -320,6 +367,47 @@ class _Batcher:
         letters = index_letters(batches[next(iter(whole))].ndim)
         return kept + tuple(einsum(f"{letters}->{letters[1:]}", batches[b]) for b in whole)
 
+    def view(self, node: Tensor) -> tuple[Tensor, np.ndarray]:
+        """``(base, positions)``: ``node`` as the entries ``positions`` (flat, in ``node``'s
+        shape) of ``base``, following basic indices (a batch's entries among them), gathers,
+        reshapes and inserted unit axes down to a node that is none of these (its own base)."""
+        if (known := self.views.get(id(node))) is not None:
+            return known
+        view = None
+        options = dict(node.param[1]) if node.kind == "op" else {}
+        if node.kind == "op" and node.param[0] in ("index", "reshape", "gather") and not options.get("lead"):
+            base, positions = self.view(node.args[0])
+            if node.param[0] == "index":
+                view = base, positions[options["key"].numpy()]
+            elif node.param[0] == "gather":
+                view = base, positions.reshape(-1)[options["index"].array]
+            else:
+                view = base, positions.reshape(node.shape)
+        elif (axis := _unit_axis(node)) is not None:
+            base, positions = self.view(node.args[0])
+            view = base, np.expand_dims(positions, axis)
+        if view is None:
+            view = node, np.arange(node.size).reshape(node.shape)
+        self.views[id(node)] = view
+        return view
+
+    def _gathered(self, operands: Sequence[Tensor]) -> Tensor | None:
+        """The column as one gather of the tensor that every operand is a view of
+        (:meth:`view`; a reshape where it takes its entries in order), or None where they view
+        different tensors.  One step where a stack would take one slice per operand: a
+        Hessian's directions, or entries of several batches that interleave."""
+        from jacacc.tensor.arrays import IndexArray, reshape_node
+        from jacacc.tensor.operators import apply_operator
+
+        views = [self.view(a) for a in operands]
+        base = views[0][0]
+        if any(b is not base for b, _ in views) or any(b is a for (b, _), a in zip(views, operands, strict=True)):
+            return None
+        positions = np.stack([p for _, p in views])
+        if np.array_equal(positions.ravel(), np.arange(base.size)):
+            return reshape_node(base, positions.shape)
+        return apply_operator("gather", [base], index=IndexArray(positions))[0]
+
     def column(self, operands: Sequence[Tensor]) -> Tensor | None:
         """The batched operand for one argument position of a group (None: shared by all): a
         batch as it is, a slice or a gather of one, or a stack of slices and operands (:func:`_runs`)."""
@@ -330,12 +418,14 @@ class _Batcher:
             return None
         if all(a.kind == "const" for a in operands):  # a stack of constants is one
             return const(np.stack([a.value for a in operands]))
-        sources = [self.entries.get(id(a)) for a in operands]
+        sources = [self.source(a) for a in operands]
         if (taken := _one_batch(sources)) is not None:
             batch, positions = taken
             if (stride := _progression(positions)) is not None:
                 return _part(batch, *stride, len(positions))
             return _advanced_index(batch, (np.array(positions),))
+        if (gathered := self._gathered(operands)) is not None:
+            return gathered
         runs = _runs(sources)
         whole = _whole_batches(sources)
         sizes = {b: b.shape[0] for b in whole or ()}

@@ -704,3 +704,33 @@ def test_lu_routines_on_one_matrix_refuse_as_the_batched_path_does():
         K.getri(LU, piv)
     with pytest.raises(ValueError, match="getrf"):
         K.getrf(np.array([[1.0, np.nan], [0.0, 1.0]]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("batch, n, k", [((9,), 3, 4), ((2, 8), 2, 5), ((64,), 1, 3), ((16,), 4, 1)])
+def test_getrs_across_a_batch_of_small_systems_matches_lapack_per_matrix(batch, n, k, dtype):
+    # n² or more small systems are solved by substitution across the batch, not one LAPACK call each:
+    # the same solution as the lean one-matrix path (LAPACK) for each matrix, in both senses
+    rng = np.random.default_rng(n * k)
+    A = rng.standard_normal(batch + (n, n)).astype(dtype)  # no diagonal shift: row interchanges happen
+    B = rng.standard_normal(batch + (n, k)).astype(dtype)
+    LU, piv = K.getrf(A)
+    assert K._solved_across(batch, n) and (n == 1 or (piv != np.arange(n)).any())
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for transpose in (False, True):
+        X = K.getrs(LU, piv, B, transpose=transpose)
+        assert X.shape == B.shape and X.dtype == dtype
+        for index in np.ndindex(*batch):
+            one = K.getrs(np.ascontiguousarray(LU[index]), np.ascontiguousarray(piv[index]),
+                          np.ascontiguousarray(B[index]), transpose=transpose)
+            np.testing.assert_allclose(X[index], one, rtol=tol, atol=tol)
+        M = np.swapaxes(A, -1, -2) if transpose else A
+        np.testing.assert_allclose(M @ X, B, rtol=10 * tol, atol=10 * tol)
+
+
+def test_getrs_across_a_batch_names_a_singular_matrix():
+    A = np.tile(np.eye(2), (6, 1, 1))
+    A[4] = [[1.0, 2.0], [2.0, 4.0]]
+    LU, piv = K.getrf(A)
+    with pytest.raises(K.SingularMatrixError, match=r"getrs: the matrix at batch index \(4,\) is singular"):
+        K.getrs(LU, piv, np.ones((6, 2, 3)))

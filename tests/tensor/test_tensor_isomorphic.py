@@ -104,6 +104,45 @@ def test_a_stack_of_a_batch_in_order_is_the_batch(axis):
     np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
 
 
+def test_a_column_of_a_tensor_s_rows_reads_the_tensor_reshaped():
+    """Members reading ``x[i, j]`` for every ``(i, j)`` in order (a Hessian's directions, a
+    broadcast's rows) take ``x`` reshaped, not a stack of one slice per member."""
+    from jacacc.tensor.arrays import BasicKey, index_node
+
+    x, w = var("x", (3, 2, 4)), var("w", (4, 4))
+    rows = [index_node(x, BasicKey((("i", i), ("i", j), ("s", 0, 1, 4)))) for i in range(3) for j in range(2)]
+    y = add(*(einsum("i->", unary("exp", einsum("i,ij->j", r, w))) for r in rows))
+    (z,) = batch_isomorphic([y])
+    after = _operations([z])
+    assert after["concatenate"] == 0 and after["gather"] == 0 and after["index"] == 0 and after["reshape"] == 1
+    values = [RNG.standard_normal(x.shape), RNG.standard_normal(w.shape)]
+    batched, plain = _both([y], [x, w], values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("order", ["rows", "columns"])
+def test_entries_of_several_batches_are_one_reshape_or_one_gather(order):
+    """A group reading the entries of three batches that are slices ``x[:, j]`` of one tensor
+    takes them from that tensor in one step, not a stack of one slice per member: read row by
+    row, ``x[0, 0], x[0, 1], x[0, 2], x[1, 0], …``, the entries are ``x`` reshaped; column by
+    column, ``x[0, 0], x[1, 0], …``, one gather."""
+    from jacacc.tensor.arrays import BasicKey, index_node
+
+    x, w = var("x", (4, 3, 5)), var("w", (5, 5))
+    batches = [index_node(x, BasicKey((("s", 0, 1, 4), ("i", j), ("s", 0, 1, 5)))) for j in range(3)]
+    pairs = [(i, b) for i in range(4) for b in batches] if order == "rows" else \
+        [(i, b) for b in batches for i in range(4)]
+    entries = [index_node(b, BasicKey((("i", i), ("s", 0, 1, 5)))) for i, b in pairs]
+    y = add(*(einsum("i->", unary("tanh", einsum("i,ij->j", e, w))) for e in entries))
+    (z,) = batch_isomorphic([y])
+    after = _operations([z])
+    assert after["concatenate"] == 0 and after["index"] == 0
+    assert (after["reshape"], after["gather"]) == ((1, 0) if order == "rows" else (0, 1))
+    values = [RNG.standard_normal(x.shape), RNG.standard_normal(w.shape)]
+    batched, plain = _both([y], [x, w], values)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-14)
+
+
 def test_a_group_that_does_not_pay_is_left_alone():
     """Two elementwise steps on two different inputs: stacking them costs more than the one call
     saved, so the expression comes back as it was."""
