@@ -56,6 +56,7 @@ from jacacc.tensor.steps import (
     without_unit_ones,
 )
 from jacacc.tensor.straightline import compile_program
+from jacacc.tensor.views import collapse_views
 
 __all__ = ["Contraction", "Program", "array_module"]
 
@@ -255,6 +256,7 @@ class Program:
         planned = self.outputs
         if isomorphic.ENABLED:  # the NumPy steps batched; ``outputs`` (what the scalar tier writes out) not
             planned = tuple(isomorphic.batch_isomorphic(planned))
+        planned = tuple(collapse_views(planned))
         if fusing:
             planned = fusion.fused_outputs(planned, self.dtype)
             if kept:  # fold those no region wrote as brackets (one more pass only where some were kept)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, with_args
+from jacacc.tensor.views import Views
 
 __all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
            "batch_isomorphic"]
@@ -297,7 +298,7 @@ class _Batcher:
         self.new: dict[int, Tensor] = {}
         self.entries: dict[int, tuple[Tensor, int]] = {}
         self.flattened: dict[tuple[int, int], Tensor] = {}
-        self.views: dict[int, tuple[Tensor, np.ndarray]] = {}
+        self.views = Views()
 
     def source(self, operand: Tensor) -> tuple[Tensor, int] | None:
         """``(batch, position)`` of an operand that is an entry: of a batched group, or of a
@@ -367,46 +368,16 @@ class _Batcher:
         letters = index_letters(batches[next(iter(whole))].ndim)
         return kept + tuple(einsum(f"{letters}->{letters[1:]}", batches[b]) for b in whole)
 
-    def view(self, node: Tensor) -> tuple[Tensor, np.ndarray]:
-        """``(base, positions)``: ``node`` as the entries ``positions`` (flat, in ``node``'s
-        shape) of ``base``, following basic indices (a batch's entries among them), gathers,
-        reshapes and inserted unit axes down to a node that is none of these (its own base)."""
-        if (known := self.views.get(id(node))) is not None:
-            return known
-        view = None
-        options = dict(node.param[1]) if node.kind == "op" else {}
-        if node.kind == "op" and node.param[0] in ("index", "reshape", "gather") and not options.get("lead"):
-            base, positions = self.view(node.args[0])
-            if node.param[0] == "index":
-                view = base, positions[options["key"].numpy()]
-            elif node.param[0] == "gather":
-                view = base, positions.reshape(-1)[options["index"].array]
-            else:
-                view = base, positions.reshape(node.shape)
-        elif (axis := _unit_axis(node)) is not None:
-            base, positions = self.view(node.args[0])
-            view = base, np.expand_dims(positions, axis)
-        if view is None:
-            view = node, np.arange(node.size).reshape(node.shape)
-        self.views[id(node)] = view
-        return view
-
     def _gathered(self, operands: Sequence[Tensor]) -> Tensor | None:
         """The column as one gather of the tensor that every operand is a view of
-        (:meth:`view`; a reshape where it takes its entries in order), or None where they view
-        different tensors.  One step where a stack would take one slice per operand: a
-        Hessian's directions, or entries of several batches that interleave."""
-        from jacacc.tensor.arrays import IndexArray, reshape_node
-        from jacacc.tensor.operators import apply_operator
-
-        views = [self.view(a) for a in operands]
+        (:class:`~jacacc.tensor.views.Views`; a reshape where it takes its entries in order), or
+        None where they view different tensors.  One step where a stack would take one slice
+        per operand: a Hessian's directions, or entries of several batches that interleave."""
+        views = [self.views.of(a) for a in operands]
         base = views[0][0]
         if any(b is not base for b, _ in views) or any(b is a for (b, _), a in zip(views, operands, strict=True)):
             return None
-        positions = np.stack([p for _, p in views])
-        if np.array_equal(positions.ravel(), np.arange(base.size)):
-            return reshape_node(base, positions.shape)
-        return apply_operator("gather", [base], index=IndexArray(positions))[0]
+        return self.views.gathered(base, np.stack([p for _, p in views]))
 
     def column(self, operands: Sequence[Tensor]) -> Tensor | None:
         """The batched operand for one argument position of a group (None: shared by all): a

@@ -1,0 +1,178 @@
+"""Moves of entries: nodes that only pick, reorder or reshape the entries of another, collapsed.
+
+A derivative of a program that slices, stacks and indexes — a Hessian's directions, a mixture's
+components stacked by :mod:`jacacc.tensor.isomorphic`, the cotangents of ``np.stack`` — is
+full of *moves*: basic indices (``x[2, 0:4]``), gathers, reshapes and concatenations of such.
+Each runs as a copy of its own (a basic index's view is copied: a LAPACK operator may later
+overwrite its operand in place), so a chain of moves copies the same entries several times,
+and a concatenation of slices of one tensor copies them twice.  What a chain of moves computes
+is fixed by its shapes: the entries ``positions`` (flat indices) of the tensor at its root.
+:class:`Views` follows the moves down to that tensor; :func:`collapse_views` replaces each
+chain of moves, and each concatenation of moves of one tensor, by one step from it — a
+reshape where the entries come in order, one basic index where they are one, else a gather —
+where that step costs less than the copies it replaces.
+
+Examples
+--------
+>>> from jacacc.tensor.arrays import BasicKey, concatenate_nodes, index_node
+>>> from jacacc.tensor.expr import nodes_of, var
+>>> x = var("x", (4, 3))
+>>> def columns(*js):                                     # x[:, js] as slices and a concatenation
+...     return concatenate_nodes([index_node(x, BasicKey((("s", 0, 1, 4), ("s", j, 1, 1)))) for j in js], 1)
+>>> [[n.param for n in nodes_of(collapse_views([columns(*js)])) if n.kind == "op"] for js in ((2, 0), (2, 0, 1))]
+[[('index', (('key', [0:4, 2::-2]),), 0)], [('gather', (('index', <12 indices>),), 0)]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from jacacc.tensor.expr import Tensor, nodes_of, with_args
+
+__all__ = ["MAX_ELEMENTS", "Views", "collapse_views"]
+
+#: Largest move collapsed: its gather's index array (8 bytes an entry) is kept in the plan.
+MAX_ELEMENTS = 1 << 16
+
+_MOVES = ("index", "gather", "reshape", "concatenate")
+
+
+def _move(node: Tensor) -> str | None:
+    """The kind of move ``node`` is (``"unit"`` for a unit axis put in by an einsum), or None."""
+    from jacacc.tensor.isomorphic import _unit_axis
+
+    if node.kind == "op" and node.param[0] in _MOVES and not dict(node.param[1]).get("lead"):
+        return node.param[0]
+    if _unit_axis(node) is not None:
+        return "unit"
+    return None
+
+
+class Views:
+    """Each node as entries of the tensor it reads through moves: ``of(node)`` is ``(base,
+    positions)`` with ``node``'s value ``base.ravel()[positions]``; a node that is no move, or a
+    concatenation of moves of different tensors, is its own base."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[Tensor, np.ndarray]] = {}
+
+    def of(self, node: Tensor) -> tuple[Tensor, np.ndarray]:
+        known = self.known.get(id(node))
+        if known is None:
+            known = self.known[id(node)] = self._followed(node) or (node, np.arange(node.size).reshape(node.shape))
+        return known
+
+    def _followed(self, node: Tensor) -> tuple[Tensor, np.ndarray] | None:
+        kind = _move(node)
+        # the positions are index arrays as large as what they index: moves of small tensors only
+        if kind is None or max(node.size, *(a.size for a in node.args)) > MAX_ELEMENTS:
+            return None
+        if kind == "concatenate":
+            views = [self.of(a) for a in node.args]
+            base = views[0][0]
+            if any(b is not base for b, _ in views):
+                return None
+            return base, np.concatenate([p for _, p in views], axis=dict(node.param[1])["axis"])
+        base, positions = self.of(node.args[0])
+        options = dict(node.param[1]) if node.kind == "op" else {}
+        if kind == "index":
+            return base, positions[options["key"].numpy()]
+        if kind == "gather":
+            return base, positions.reshape(-1)[options["index"].array]
+        return base, positions.reshape(node.shape)  # a reshape, or a unit axis put in
+
+    def gathered(self, base: Tensor, positions: np.ndarray) -> Tensor:
+        """``base``'s entries ``positions`` as one node: ``base`` reshaped where they come in
+        order, one basic index where they are one (:func:`basic_key`), else a gather."""
+        from jacacc.tensor.arrays import IndexArray, index_node, reshape_node
+        from jacacc.tensor.operators import apply_operator
+
+        if positions.size == base.size and np.array_equal(positions.ravel(), np.arange(base.size)):
+            return reshape_node(base, positions.shape)
+        if (key := basic_key(positions, base.shape)) is not None:
+            return index_node(base, key)
+        return apply_operator("gather", [base], index=IndexArray(positions))[0]
+
+
+def basic_key(positions: np.ndarray, shape: tuple[int, ...]) -> object | None:
+    """The basic index (:class:`~jacacc.tensor.arrays.BasicKey`) that takes the entries
+    ``positions`` (flat indices, in the result's shape) of an array of ``shape``, or None
+    where no basic index does: each axis of the array held at one entry, or walked evenly by
+    the next axis of the result.
+
+    >>> positions = np.arange(24).reshape(4, 6)[1:4:2, 5]
+    >>> basic_key(positions, (4, 6)), basic_key(positions[::-1], (4, 6)), basic_key(np.array([0, 1, 3]), (4,))
+    ([1:5:2, 5], [3::-2, 5], None)
+    """
+    from jacacc.tensor.arrays import BasicKey
+
+    if positions.size == 0:
+        return None
+    coordinates = np.unravel_index(positions, shape)
+
+    def walk(c: np.ndarray, axis: int) -> tuple | None:
+        """``("s", start, step, n)`` where ``c`` runs evenly along result axis ``axis`` only."""
+        n = positions.shape[axis]
+        first = int(c.flat[0])
+        step = int(np.take(c, 1, axis=axis).flat[0]) - first if n > 1 else 1
+        along = (1,) * axis + (n,) + (1,) * (positions.ndim - axis - 1)
+        if step == 0 or not (c == first + step * np.arange(n).reshape(along)).all():
+            return None
+        return ("s", first, step, n)
+
+    def assign(k: int, axis: int) -> list[tuple] | None:
+        if k == len(shape):
+            return [] if axis == positions.ndim else None
+        c = coordinates[k]
+        held = ("i", int(c.flat[0])) if (c == c.flat[0]).all() else None
+        walked = walk(c, axis) if axis < positions.ndim else None
+        for item, next_axis in ((held, axis), (walked, axis + 1)):
+            if item is not None and (rest := assign(k + 1, next_axis)) is not None:
+                return [item, *rest]
+        return None
+
+    items = assign(0, 0)
+    return None if items is None else BasicKey(tuple(items))
+
+
+#: Model of a move's cost (seconds): a copy of ``s`` entries (a basic index, a concatenation's
+#: part) and a gather of ``s`` entries (``ndarray.take``), fitted on one core at 10²-10⁴ entries
+COPY_SECONDS = (0.5e-6, 0.35e-9)
+GATHER_SECONDS = (1.0e-6, 1.2e-9)
+
+
+def _seconds(model: tuple[float, float], entries: int) -> float:
+    return model[0] + model[1] * entries
+
+
+def collapse_views(roots: Sequence[Tensor]) -> list[Tensor]:
+    """``roots`` with each chain of moves (a move reading moves that nothing else reads), and
+    each concatenation of moves of one tensor, replaced by one step from the tensor they read
+    (:class:`Views`: a reshape, one basic index, or a gather) where that step costs less than
+    the copies it replaces.  The values are the same entries."""
+    views = Views()
+    readers: dict[int, int] = {}
+    for node in nodes_of(roots):
+        for a in node.args:
+            readers[id(a)] = readers.get(id(a), 0) + 1
+    new: dict[int, Tensor] = {}
+    changed = False
+    for node in nodes_of(roots):
+        args = tuple(new[id(a)] for a in node.args)
+        rewritten = node if all(a is b for a, b in zip(args, node.args, strict=True)) else with_args(node, args)
+        if _move(node) is not None and any(_move(a) is not None for a in node.args):
+            base, positions = views.of(node)
+            if base is not node:
+                # the copies made now: this move's and those of the moves only it reads
+                copies = _seconds(COPY_SECONDS, node.size) + sum(
+                    _seconds(COPY_SECONDS, a.size) for a in node.args if _move(a) is not None and readers[id(a)] == 1)
+                one = views.gathered(new[id(base)], positions)
+                kind = one.param[0] if one.kind == "op" else "reshape"
+                cost = _seconds(GATHER_SECONDS, node.size) if kind == "gather" else _seconds(COPY_SECONDS, node.size)
+                if cost < copies:
+                    rewritten = one
+        changed |= rewritten is not node
+        new[id(node)] = rewritten
+    return [new[id(r)] for r in roots] if changed else list(roots)
