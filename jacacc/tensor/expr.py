@@ -265,6 +265,7 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
     if any(op.is_zero for op in operands):
         return zeros(shape)
     inputs, operands = _drop_unit_sums(inputs, operands, sizes, out)
+    inputs, operands = _summed_deltas_renamed(inputs, operands, out)
     # multiply scalar constants into one factor; drop it when it is 1
     scalar = 1.0
     kept: list[tuple[str, Tensor]] = []
@@ -321,6 +322,35 @@ def _drop_unit_sums(inputs: list[str], operands: Sequence[Tensor], sizes: dict[s
         new_inputs.append(labels)
         new_operands.append(op)
     return new_inputs, tuple(new_operands)
+
+
+def _summed_deltas_renamed(inputs: list[str], operands: Sequence[Tensor], out: str) -> tuple[list[str], tuple[Tensor, ...]]:
+    """The einsum's terms without the δs that tie a summed letter: ``δ(j, k)`` with ``k`` summed
+    says ``k = j``, so ``k`` is renamed ``j`` in the other terms and the δ dropped (where ``j``
+    is then in no other term, the δ's diagonal stays as ones along ``j``: ``Σᵢⱼ δ(i, j)`` is n).  A contraction against a δ written as a
+    dense identity costs ``n`` times the FLOPs of the renamed one and reads its ``n²`` entries
+    (a Gaussian process's Hessian: ``ijk,jk,nj,nk->in`` against two identities, 10⁷ FLOPs, is
+    ``ijj,jj->ij``, 10³); a δ whose letters both stay in the output is a scatter
+    (:func:`delta_expansion`) and stays.
+
+    >>> a, b = var("a", (2, 3, 3)), var("b", (3, 3))
+    >>> einsum("ijk,jk,nk->in", a, delta(3), b).param
+    'ijj,nj->in'
+    """
+    inputs, operands = list(inputs), list(operands)
+    while True:
+        tied = next((k for k, op in enumerate(operands) if op.kind == "const" and op.param[0] == "delta"
+                     and (inputs[k][0] not in out or inputs[k][1] not in out)), None)
+        if tied is None:
+            return inputs, tuple(operands)
+        first, second = inputs[tied]
+        keep, gone = (second, first) if first not in out and second in out else (first, second)
+        n = operands[tied].shape[0]
+        del inputs[tied], operands[tied]
+        inputs = [labels.replace(gone, keep) for labels in inputs]
+        if not any(keep in labels for labels in inputs):  # j nowhere else: the δ's diagonal, ones along j
+            inputs.append(keep)
+            operands.append(ones((n,)))
 
 
 def _broadcast_scalar(scalar: float, shape: Shape) -> Tensor:

@@ -314,3 +314,42 @@ def test_absorbing_terms_costs_one_sum_per_term(terms):
         reported += cost
     assert total.tensor.kind == "add" and len(total.tensor.args) == terms
     assert reported == node_flops(total.tensor) == (terms - 1) * 12
+
+
+@pytest.mark.parametrize("subscripts, kinds", [
+    ("ijk,jk,nk->in", "vdv"),        # a δ tying two summed letters: renamed away
+    ("ij,jk->ik", "dv"),              # the identity applied: the operand itself
+    ("ij,ij->", "dv"),                # a trace
+    ("ij->", "d"),                    # Σ δ = n
+    ("ij->i", "d"),                   # row sums of the identity: ones
+    ("ij,jk,kl->il", "ddv"),          # two δs in a chain
+    ("ij,ji,i->", "ddv"),             # two δs on one pair: δ(i, i) then ones
+    ("ij,kl,jk->il", "dvv"),          # a δ with one letter kept in the output
+    ("ij,j->ij", "dv"),               # both letters in the output: a scatter, kept
+])
+def test_an_einsum_against_identities_is_the_einsum_of_the_renamed_letters(subscripts, kinds):
+    # a δ with a summed letter is a renaming (k = j): gone from the einsum, the value unchanged
+    from jacacc.tensor.expr import delta
+
+    inputs = subscripts.split("->")[0].split(",")
+    operands, arrays, variables = [], [], []
+    for labels, kind in zip(inputs, kinds, strict=True):
+        if kind == "d":
+            operands.append(delta(3))
+            arrays.append(np.eye(3))
+        else:
+            x = var(f"x{len(variables)}", (3,) * len(labels))
+            variables.append(x)
+            operands.append(x)
+            arrays.append(RNG_STRUCTURE.standard_normal(x.shape))
+    y = einsum(subscripts, *operands)
+    out = subscripts.split("->")[1]
+    deltas_left = sum(n.kind == "const" and n.param[0] == "delta" for n in nodes_of([y]))
+    both_kept = [labels for labels, kind in zip(inputs, kinds, strict=True) if kind == "d" and set(labels) <= set(out)]
+    assert deltas_left == len(both_kept)
+    values = [a for a, kind in zip(arrays, kinds, strict=True) if kind != "d"]
+    got = Program([y], variables)(*values)[0] if variables else y.value
+    np.testing.assert_allclose(got, np.einsum(subscripts, *arrays), rtol=1e-13)
+
+
+RNG_STRUCTURE = np.random.default_rng(25)
