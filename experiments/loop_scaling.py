@@ -165,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{library:7s} {derivative:8s} T={t:5d} {row['status']:9s} "
                       f"first {row.get('first_s', float('nan')):8.3f} s  warm {row.get('warm_s', float('nan')):.3g} s",
                       flush=True)
-    compare(rows)
-    for r in rows:
-        r.pop("value", None)
+    compare(rows)  # each row keeps its ``value`` (three or nine numbers): a later run can be checked against it
     write_record(args.out, EXPERIMENT, rows, seed=0,
                  parameters={"steps": list(steps), "timeout_s": args.timeout, "warm_calls": WARM_CALLS,
                              "warm_seconds": args.warm_seconds,
