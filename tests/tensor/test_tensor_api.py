@@ -414,12 +414,15 @@ def test_derivative_expression_argnum():
     ("abij,bjk->kiab", [(2, 3, 4, 5), (3, 5, 6)], "matmul"),  # batch b, free a and i on one side
     ("ijb,jkb->ikb", [(20, 30, 7), (30, 20, 7)], "matmul"),
     ("ijb,jkb->ikb", [(2, 3, 7), (3, 2, 7)], "einsum"),  # tiny products along a trailing batch
-    ("ijk,ik->ij", [(9, 4, 5), (9, 5)], "einsum"),  # matrix-vector products
+    ("ijk,ik->ij", [(9, 4, 5), (9, 5)], "einsum"),  # matrix-vector products of small matrices
+    ("kjn,ijk->ijn", [(20, 9, 1), (16, 9, 20)], "matmul"),  # of 16 × 20 matrices, batch j in the middle
+    ("ijk,ik->ij", [(9, 4, 32), (9, 32)], "matmul"),
 ])
 def test_batched_products_run_as_stacked_matrix_products(subscripts, shapes, kind):
     """A product with batch letters runs as one stacked ``matmul`` (BLAS per batch entry) where its
-    matrices are at least 2 × 2 × 2, unless they are tiny and the batch trails both operands; the
-    interpreter and the straight-line program give the einsum's result."""
+    matrices are at least 2 × 2 × 2, unless they are tiny and the batch trails both operands, and a
+    batch of matrix-vector products where its matrices have 128 entries or more; the interpreter
+    and the straight-line program give the einsum's result."""
     from jacacc.tensor.expr import einsum, var
     from jacacc.tensor.steps import Contraction
 
