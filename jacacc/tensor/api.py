@@ -410,12 +410,18 @@ def _accepting_pytrees(argnum: int | Sequence[int], order: int, make: Callable[[
     direct = make(f, argnum)
     several, argnums = _argnums(argnum)
     by_structure: dict[tuple, Callable] = {}
+    checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> the positions differentiated
 
     def transformed(*args: Any) -> Any:
-        if not any(is_container(a) for a in args):
+        for a in args:  # a plain loop, not ``any`` over a generator: this runs at every call
+            if is_container(a):
+                break
+        else:
             return direct(*args)
         flat = Arguments(args)
-        positions = tuple(_check_argnum(k, len(args)) for k in argnums)
+        positions = checked.get(len(args))
+        if positions is None:
+            positions = checked[len(args)] = tuple(_check_argnum(k, len(args)) for k in argnums)
         leafwise = by_structure.get((flat.trees, positions))
         if leafwise is None:
             leaves = flat.leaf_positions(positions)

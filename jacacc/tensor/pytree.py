@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = ["Arguments", "flatten", "is_container", "unflatten"]
 
 #: a tree: None for a leaf, else (kind, keys or type, children)
@@ -42,13 +44,21 @@ def flatten(value: Any) -> tuple[list[Any], Tree]:
 
 
 def _flatten(value: Any, leaves: list[Any]) -> Tree:
+    # exact types first: this runs at every call of a transformed function (a list of (W, b) pairs:
+    # a dozen nodes), where the isinstance chain and generators cost microseconds
+    kind = type(value)
+    if kind is np.ndarray:
+        leaves.append(value)
+        return None
+    if kind is list or kind is tuple:
+        return kind.__name__, tuple([_flatten(v, leaves) for v in value])
     if isinstance(value, dict):
         keys = tuple(sorted(value))
-        return "dict", keys, tuple(_flatten(value[k], leaves) for k in keys)
+        return "dict", keys, tuple([_flatten(value[k], leaves) for k in keys])
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple: rebuilt by its type
-        return "namedtuple", type(value), tuple(_flatten(v, leaves) for v in value)
+        return "namedtuple", kind, tuple([_flatten(v, leaves) for v in value])
     if isinstance(value, list | tuple):
-        return type(value).__name__, tuple(_flatten(v, leaves) for v in value)
+        return ("list" if isinstance(value, list) else "tuple"), tuple([_flatten(v, leaves) for v in value])
     leaves.append(value)
     return None
 

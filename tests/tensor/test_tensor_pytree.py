@@ -110,3 +110,18 @@ def test_vjp_and_jvp_of_structured_arguments(mode):
     np.testing.assert_allclose(out, jax.jvp(lambda p, x: f(p, x, jnp), (params, x), tangents)[1], rtol=1e-11)
     with pytest.raises(ValueError, match="structure"):
         jt.jvp(f, (params, x), ({"w": np.ones(3)}, np.arange(3.0)))
+
+
+def test_subclasses_of_list_and_tuple_come_back_as_lists_and_tuples():
+    # flattened by exact type first (the fast path at every call), by isinstance for subclasses
+    class Layers(list):
+        pass
+
+    class Pair(tuple):
+        pass
+
+    value = Layers([Pair((np.ones(2), np.zeros(3))), np.ones(1)])
+    leaves, tree = flatten(value)
+    rebuilt = unflatten(tree, leaves)
+    assert type(rebuilt) is list and type(rebuilt[0]) is tuple and len(leaves) == 3
+    assert all(a is b for a, b in zip(flatten(rebuilt)[0], leaves, strict=True))
