@@ -41,7 +41,7 @@ import numpy as np
 from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, with_args
 from jacacc.tensor.views import Views
 
-__all__ = ["CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
+__all__ = ["ADD_SECONDS_PER_ELEMENT", "CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
            "batch_isomorphic"]
 
 #: Whether programs batch isomorphic nodes (:class:`~jacacc.tensor.evaluate.Program`); ``JACACC_ISOMORPHIC=0`` turns it off.
@@ -66,6 +66,8 @@ COPY_SECONDS_PER_ELEMENT = 1.0e-9
 ENTRY_SECONDS = 0.5e-6
 #: Largest operand or result (elements) of a member: past it a call's own work dwarfs its dispatch.
 MAX_ELEMENTS = 1 << 14
+#: Seconds per element of one more term in a sum (:func:`_summed_products`)
+ADD_SECONDS_PER_ELEMENT = 1.0e-9
 
 
 def _depths(nodes: Sequence[Tensor]) -> dict[int, int]:
@@ -236,6 +238,49 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
+def _summed_products(nodes: Sequence[Tensor], roots: Sequence[Tensor]) -> dict[int, list[list[Tensor]]]:
+    """Per sum (by id), the groups of its terms that are alike einsums — one subscripts, one
+    operand shapes, each read by that sum only — whose stacking pays: ``Σₜ Aₜ·Bₜ`` is one
+    einsum of the stacked ``Aₜ`` and ``Bₜ`` with ``t`` summed (a backward pass through a loop
+    accumulates a weight's gradient, or a Hessian block, as one small product per step: one
+    matrix product with the steps' inner dimensions side by side instead of T products and a
+    T-term sum of their outputs).  Read only by the sum, no term is an operand of another, so the
+    terms are independent whatever their depths."""
+    from jacacc.tensor.expr import delta_expansion
+
+    readers: dict[int, int] = defaultdict(int)
+    for node in nodes:
+        for a in node.args:
+            readers[id(a)] += 1
+    for r in roots:
+        readers[id(r)] += 1
+    found: dict[int, list[list[Tensor]]] = {}
+    for node in nodes:
+        if node.kind != "add":
+            continue
+        alike: dict[tuple, list[Tensor]] = defaultdict(list)
+        for term in node.args:
+            if term.kind == "einsum" and readers[id(term)] == 1 and term.size <= MAX_ELEMENTS * 16 \
+                    and delta_expansion(term.param, term.args) is None:
+                alike[(term.param, tuple(a.shape for a in term.args))].append(term)
+        groups = [g for g in alike.values() if len(g) > 1 and _stacked_sum_pays(g)]
+        if groups:
+            found[id(node)] = groups
+    return found
+
+
+def _stacked_sum_pays(terms: list[Tensor]) -> bool:
+    """Whether one einsum on stacked operands costs less than ``terms`` apart and their sum: the
+    calls and the additions of their outputs saved against a stack of each operand that differs."""
+    m = len(terms)
+    saved = (m - 1) * (CALL_SECONDS["einsum"] + terms[0].size * ADD_SECONDS_PER_ELEMENT)
+    spent = 0.0
+    for column in zip(*(t.args for t in terms), strict=True):
+        if any(a is not column[0] for a in column):
+            spent += STACK_SECONDS + m * column[0].size * COPY_SECONDS_PER_ELEMENT
+    return saved > spent
+
+
 def _flat_source(node: Tensor, sizes: dict[Any, int]) -> tuple[tuple[int, int], int] | None:
     """``node``'s source as :func:`_worthwhile` keys them where it is a flat entry (:func:`_flat_entry`):
     the batch ``(id(base), k)``, its size recorded in ``sizes``."""
@@ -299,6 +344,7 @@ class _Batcher:
         self.entries: dict[int, tuple[Tensor, int]] = {}
         self.flattened: dict[tuple[int, int], Tensor] = {}
         self.views = Views()
+        self.summed: dict[int, list[list[Tensor]]] = {}
 
     def source(self, operand: Tensor) -> tuple[Tensor, int] | None:
         """``(batch, position)`` of an operand that is an entry: of a batched group, or of a
@@ -317,14 +363,38 @@ class _Batcher:
 
     def rewritten(self, node: Tensor) -> Tensor:
         """``node`` on its operands' replacements; a sum of every entry of a batch (among other
-        terms) adds the batch up along its leading axis instead."""
+        terms) adds the batch up along its leading axis instead, and alike products among its
+        terms (:func:`_summed_products`) are one product of stacked operands."""
         args = tuple(self.new[id(a)] for a in node.args)
+        if node.kind == "add" and id(node) in self.summed:
+            args = self._products_stacked(node, args)
         if node.kind == "add" and (summed := self._batches_summed(args)) is not args:
             return summed[0] if len(summed) == 1 else add(*summed)
         if node.kind == "op" and node.param[0] == "concatenate" \
                 and (whole := self._batch_stacked(args, dict(node.param[1])["axis"])) is not None:
             return whole
         return with_args(node, args)
+
+    def _products_stacked(self, node: Tensor, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """``node``'s terms (replaced: ``args``) with each group of alike products one einsum
+        over its operands stacked, the stacking letter summed."""
+        from jacacc.tensor.expr import symbol
+
+        position = {id(a): k for k, a in enumerate(node.args)}
+        kept = list(args)
+        for group in self.summed[id(node)]:
+            template = group[0]
+            inputs, out = template.param.split("->")
+            letter = next(symbol(k) for k in range(64) if symbol(k) not in template.param)
+            labels, operands = [], []
+            for term_labels, column in zip(inputs.split(","), zip(*(t.args for t in group), strict=True), strict=True):
+                stacked = self.column([self.new[id(a)] for a in column])
+                labels.append(term_labels if stacked is None else letter + term_labels)
+                operands.append(self.new[id(column[0])] if stacked is None else stacked)
+            for t in group:
+                kept[position[id(t)]] = None
+            kept[position[id(group[0])]] = einsum(",".join(labels) + "->" + out, *operands)
+        return tuple(a for a in kept if a is not None)
 
     def _batch_stacked(self, pieces: tuple[Tensor, ...], axis: int) -> Tensor | None:
         """The batch that ``pieces`` stack, in order, along ``axis`` (``np.stack`` of a loop's
@@ -489,10 +559,12 @@ def batch_isomorphic(roots: Sequence[Tensor]) -> list[Tensor]:
     depth = _depths(nodes)
     groups = _groups(nodes, depth)
     chosen = _worthwhile(groups, nodes, roots)
-    if not chosen:
+    summed = _summed_products(nodes, roots)
+    if not chosen and not summed:
         return list(roots)
     group_of = {id(m): groups[g] for g in chosen for m in groups[g]}
     batcher = _Batcher()
+    batcher.summed = summed
     for node in sorted(nodes, key=lambda n: depth[id(n)]):  # stable: operands first within a depth too
         if id(node) in batcher.new:
             continue

@@ -246,3 +246,40 @@ def test_a_loop_of_small_solves_batches_its_lapack_calls_and_matches_jax():
         isomorphic.ENABLED = previous
     plain_solves = sum(n.kind == "op" and n.param[0] == "getrs" for n in plain.nodes)
     assert solves * 4 <= plain_solves, (solves, plain_solves)
+
+
+def test_a_sum_of_alike_products_is_one_product_of_stacked_operands():
+    """``Σₜ Aₜ Bₜ`` — a loop's backward pass accumulating a weight's gradient one rank-k update
+    per step — is one einsum over the stacked ``Aₜ`` and ``Bₜ``, the steps' letter summed: one
+    product and no T-term sum; a shared operand is not stacked."""
+    steps = 9
+    As = [var(f"a{t}", (40, 3)) for t in range(steps)]
+    Bs = [var(f"b{t}", (3, 30)) for t in range(steps)]
+    shared = var("s", (30, 30))
+    y = add(*(einsum("ik,kj->ij", a, b) for a, b in zip(As, Bs, strict=True)),
+            *(einsum("ik,kj,jl->il", a, b, shared) for a, b in zip(As, Bs, strict=True)))
+    (z,) = batch_isomorphic([y])
+    einsums = [n for n in nodes_of([z]) if n.kind == "einsum" and isomorphic._unit_axis(n) is None]
+    assert len(einsums) == 2 and _operations([z])["add"] == 1
+    assert all(n.args[0].shape == (steps, 40, 3) and n.args[1].shape == (steps, 3, 30) for n in einsums)
+    assert any(n.args[-1] is shared for n in einsums)
+    values = [RNG.standard_normal(v.shape) for v in [*As, *Bs, shared]]
+    batched, plain = _both([y], [*As, *Bs, shared], values)
+    # the same products, summed in another order: equal to rounding (relative to the largest entry)
+    np.testing.assert_allclose(batched[0], plain[0], rtol=1e-12, atol=1e-13 * np.abs(plain[0]).max())
+
+
+def test_products_read_elsewhere_or_too_small_to_pay_stay_apart():
+    """A product another step also reads stays (its value is needed anyway), and so do products
+    whose stacked operands would cost more to copy than the sum they save."""
+    As = [var(f"a{t}", (40, 3)) for t in range(5)]
+    Bs = [var(f"b{t}", (3, 30)) for t in range(5)]
+    products = [einsum("ik,kj->ij", a, b) for a, b in zip(As, Bs, strict=True)]
+    y = add(*products)
+    read_twice = [y, unary("exp", products[0])]
+    groups = [g for gs in isomorphic._summed_products(nodes_of(read_twice), read_twice).values() for g in gs]
+    assert groups and all(all(t is not products[0] for t in g) for g in groups)
+    big = [var(f"c{t}", (300, 300)) for t in range(3)]
+    v = var("v", (300,))
+    sums = add(*(einsum("ij,j->i", c, v) for c in big))  # stacking three 300 x 300 matrices to save two sums of 300
+    assert isomorphic._summed_products(nodes_of([sums]), [sums]) == {}
