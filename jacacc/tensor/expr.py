@@ -728,10 +728,14 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int, memo: dict[tuple, tup
     """
     order = nodes_of(roots)
     uses: dict[int, int] = {}
+    read_by_other: set[int] = set()  # read by a node that is no einsum
     for node in order:
         for a in node.args:
             uses[id(a)] = uses.get(id(a), 0) + 1
+            if node.kind != "einsum":
+                read_by_other.add(id(a))
     keep = {id(r) for r in roots}
+    spread = {id(n) for n in order if id(n) not in keep and id(n) not in read_by_other and _spreads(n)}
     fused: dict[int, Tensor] = {}
     # per einsum: what the nodes only it uses cost as fused (``total``; ``own``: its own share) --
     # FLOPs and entries written to intermediates -- and the deep candidate, every single-use einsum
@@ -745,9 +749,13 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int, memo: dict[tuple, tup
             same = all(a is b for a, b in zip(args, node.args, strict=True))
             fused[id(node)] = node if same else _intern(node.kind, node.shape, args, node.param, node._value)
             continue
-        inline = [orig.kind == "einsum" and a.kind == "einsum" and uses[id(orig)] == 1 and id(orig) not in keep
+        inline = [orig.kind == "einsum" and a.kind == "einsum" and id(orig) not in keep
+                  and (uses[id(orig)] == 1 or id(orig) in spread)
                   for orig, a in zip(node.args, args, strict=True)]
-        counts = [(own.get(id(o), (0, 0)), total.get(id(o), (0, 0))) for o in node.args]
+        # a spreading product read by several einsums is weighed as each reader's alone: it goes
+        # once every reader has taken it in
+        counts = [((0, 0), (0, 0)) if uses[id(o)] > 1 else (own.get(id(o), (0, 0)), total.get(id(o), (0, 0)))
+                  for o in node.args]
         key = (id(node), tuple(map(id, args)), tuple(inline), tuple(counts))
         if key in memo:
             _, _, fused[id(node)], own[id(node)], total[id(node)], deep[id(node)] = memo[key]
@@ -779,6 +787,22 @@ def _fuse_once(roots: Sequence[Tensor], max_operands: int, memo: dict[tuple, tup
             fused[id(node)], own[id(node)], total[id(node)] = deep[id(node)]
         memo[key] = (node, args, fused[id(node)], own[id(node)], total[id(node)], deep[id(node)])
     return [fused[id(r)] for r in roots]
+
+
+#: an einsum that sums nothing and writes this many times the entries of its operands or more
+#: (:func:`_spreads`) is inlined into each einsum that reads it, however many, where that costs less
+SPREAD_FACTOR = 4
+
+
+def _spreads(node: Tensor) -> bool:
+    """Whether ``node`` is an einsum that only spreads its operands out — it sums nothing and writes
+    at least :data:`SPREAD_FACTOR` times the entries it reads: an outer product, ``L[k, i]·Φ[i, j]``
+    as an ``n³`` array (a Cholesky's derivative in a Gaussian process's Hessian, 8 MB at n = 100,
+    written and then contracted by each of its readers).  Inlined, each reader's contraction path
+    need not write it."""
+    if node.kind != "einsum" or sums_a_letter(node) or delta_expansion(node.param, node.args) is not None:
+        return False
+    return node.size >= SPREAD_FACTOR * sum(a.size for a in node.args)
 
 
 def _exclusive_cost(result: Tensor, args: tuple[Tensor, ...], counts: list[tuple[tuple[int, int], tuple[int, int]]],
