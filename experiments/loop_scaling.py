@@ -11,16 +11,21 @@ Every sample is a fresh child process (:func:`jacacc.bench.fresh_child`: a new e
 
 * ``first_s``: the first call — trace, plan, compile what compiles, evaluate;
 * ``warm_s``: the best of the later calls, after at least eight warm-up calls and :data:`WARM_SECONDS`
-  of them (``warm_up_calls``, ``warm_up_s``): the steady state of a function called in a loop;
+  of them (``warm_up_calls``, ``warm_up_s``), and for jacacc on until its plan has reached its steady
+  state (``Program.settled``: the scalar tier tried, at most :data:`SETTLE_MAX_S`; ``settled``): the
+  state of a function called in a loop;
 * for jacacc, ``nodes`` and ``flops``: the planned derivative expression's size (linear in T
   when the plan is), from :func:`jacacc.tensor.derivative_expression`;
 * ``max_abs_error`` against JAX where both ran (float64).
 
 ``jax`` is ``jax.jit(jax.grad / jax.hessian)`` on the same function written with ``jax.numpy``.
-A child past :data:`TIMEOUT_S` is recorded as timed out.
+A child past :data:`TIMEOUT_S` is recorded as timed out.  ``--keep-from RECORD`` takes the rows of the
+libraries not run this time from an earlier record (each row keeps its values, so jacacc's are still
+checked against JAX's): jacacc remeasured against a kept JAX run, which takes most of an hour.
 
     python experiments/loop_scaling.py                 # results/loop_scaling.json
     python experiments/loop_scaling.py --quick --out /tmp/loops.json
+    python experiments/loop_scaling.py --libraries jacacc --keep-from results/loop_scaling.json
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ WARM_CALLS = 8
 #: seconds of calls before the warm time is taken: a program switches to the scalar tier once its NumPy
 #: calls have taken what writing its table costs (jacacc.tensor.scalarize), as a JIT compiles hot code
 WARM_SECONDS = 10.0
+#: longest warm-up of a jacacc plan that has not reached its steady state (the scalar tier of a long
+#: loop's Hessian is tried after what writing its table costs: 30 s of calls at T = 1000)
+SETTLE_MAX_S = 120.0
 
 CHILD_CODE = r'''
 import json, sys, time
@@ -73,10 +81,13 @@ value = run()
 result["first_s"] = time.perf_counter() - start
 result["import_s"] = imported - began
 warm_calls, warm_start = 0, time.perf_counter()
-while warm_calls < ''' + str(WARM_CALLS) + r''' or time.perf_counter() - warm_start < float(sys.argv[5]):
+settled = lambda: library == "jax" or all(getattr(p, "settled", True) for p in d.plans.values())
+while warm_calls < ''' + str(WARM_CALLS) + r''' or time.perf_counter() - warm_start < float(sys.argv[5]) \
+        or (not settled() and time.perf_counter() - warm_start < float(sys.argv[6])):
     run()
     warm_calls += 1
 result["warm_up_calls"], result["warm_up_s"] = warm_calls, time.perf_counter() - warm_start
+result["settled"] = settled()
 best = float("inf")
 for _ in range(5):
     calls, start = 0, time.perf_counter()
@@ -100,7 +111,8 @@ print(json.dumps(result))
 def measure(library: str, derivative: str, steps: int, timeout: float, warm_seconds: float = WARM_SECONDS) -> dict[str, Any]:
     """One fresh child's measurement of ``library``'s ``derivative`` of the filter over ``steps``."""
     here = str(ROOT / "experiments")
-    row = fresh_child(CHILD_CODE, [library, derivative, str(steps), here, str(warm_seconds)], timeout, path=ROOT)
+    row = fresh_child(CHILD_CODE, [library, derivative, str(steps), here, str(warm_seconds), str(SETTLE_MAX_S)],
+                      timeout, path=ROOT)
     return {"library": library, "derivative": derivative, "steps": steps, **row}
 
 
@@ -118,6 +130,22 @@ def compare(rows: list[dict[str, Any]]) -> None:
         r["relative_error"] = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300))
         r["warm_ratio"] = peer["warm_s"] / r["warm_s"]
         r["first_ratio"] = peer["first_s"] / r["first_s"]
+
+
+def _kept_rows(path: str, run: list[str], steps: tuple[int, ...]) -> dict[str, Any]:
+    """The rows of the libraries not in ``run`` from the record at ``path`` (at the same steps), and
+    where they come from (the record's date, commit and machine)."""
+    from jacacc.bench import read_record
+
+    record = read_record(path)
+    rows = [r for r in record["results"] if r["library"] not in run and r["steps"] in steps]
+    if any("value" not in r for r in rows if r.get("status") == "ok"):
+        raise SystemExit(f"{path}: its rows hold no values to check against; rerun every library")
+    environment = record.get("environment", {})
+    return {"rows": rows, "provenance": {"path": path, "created": record.get("created"),
+                                         "libraries": sorted({r["library"] for r in rows}),
+                                         "commit": environment.get("git_commit") or environment.get("commit"),
+                                         "machine": environment.get("machine") or environment.get("platform")}}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -148,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per child")
     parser.add_argument("--warm-seconds", type=float, default=WARM_SECONDS, help="seconds of warm-up calls")
     parser.add_argument("--out", default=str(ROOT / "results" / f"{EXPERIMENT}.json"))
+    parser.add_argument("--keep-from", help="an earlier record whose rows of the other libraries are kept")
     args = parser.parse_args(argv)
     steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
     load_before = load_average()
@@ -165,12 +194,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{library:7s} {derivative:8s} T={t:5d} {row['status']:9s} "
                       f"first {row.get('first_s', float('nan')):8.3f} s  warm {row.get('warm_s', float('nan')):.3g} s",
                       flush=True)
+    kept = _kept_rows(args.keep_from, args.libraries, steps) if args.keep_from else None
+    if kept is not None:
+        rows = kept["rows"] + rows
     compare(rows)  # each row keeps its ``value`` (three or nine numbers): a later run can be checked against it
     write_record(args.out, EXPERIMENT, rows, seed=0,
                  parameters={"steps": list(steps), "timeout_s": args.timeout, "warm_calls": WARM_CALLS,
                              "warm_seconds": args.warm_seconds,
+                             "settle_max_s": SETTLE_MAX_S,
                              "load_average_before": load_before, "load_average_after": load_average(),
-                             "cpu_count": os.cpu_count()})
+                             "cpu_count": os.cpu_count(),
+                             **({"kept_rows": kept["provenance"]} if kept is not None else {})})
     print(table(rows))
     return 0
 
