@@ -108,7 +108,7 @@ def basic_key(positions: np.ndarray, shape: tuple[int, ...]) -> object | None:
     """
     from jacacc.tensor.arrays import BasicKey
 
-    if positions.size == 0:
+    if positions.size == 0 or not shape:  # nothing taken, or entries of a scalar (a repeat: a gather)
         return None
     coordinates = np.unravel_index(positions, shape)
 

@@ -115,3 +115,14 @@ def test_views_follow_unit_axes_and_reshapes(axis):
     base, positions = Views().of(v)
     assert base is x
     np.testing.assert_array_equal(positions, np.expand_dims(np.arange(12).reshape(3, 4)[1].reshape(2, 2), axis))
+
+
+def test_entries_of_a_scalar_are_no_basic_index_and_its_repeats_one_gather():
+    # autograd's max_equal_values: a scalar's entry repeated by moves (found by its operation suite)
+    assert basic_key(np.array([0, 0]), ()) is None
+    s = var("s", ())
+    twice = concatenate_nodes([reshape_node(s, (1,)), reshape_node(s, (1,))], 0)
+    y = unary("exp", index_node(twice, BasicKey((("s", 1, -1, 2),))))
+    (z,) = collapse_views([y])
+    np.testing.assert_array_equal(_run([y], [s], [np.array(0.5)], True)[0], np.exp([0.5, 0.5]))
+    assert z is not None
