@@ -49,7 +49,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "sums_a_letter", "ones", "rebuild", "scale",
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "reader_counts", "sums_a_letter", "ones", "rebuild", "scale",
            "symbol", "unary", "var", "with_args", "zeros"]
 
 Shape = tuple[int, ...]
@@ -466,6 +466,26 @@ def nodes_of(roots: Iterable[Tensor], descend: Callable[[Tensor], bool] | None =
             if descend is None or descend(node):
                 stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
     return order
+
+
+def reader_counts(nodes: Iterable[Tensor], roots: Iterable[Tensor]) -> dict[int, int]:
+    """How many reads of each node (by id) there are among ``nodes`` — an operand used twice by one
+    node read twice — each root read once more, by whoever asked for it: a node read once is one
+    a rewrite of its only reader may drop.
+
+    >>> x = var("x", (2,))
+    >>> y = add(x, unary("exp", x))
+    >>> counts = reader_counts(nodes_of([y]), [y])
+    >>> counts[id(x)], counts[id(y)]
+    (2, 1)
+    """
+    counts: dict[int, int] = {}
+    for node in nodes:
+        for a in node.args:
+            counts[id(a)] = counts.get(id(a), 0) + 1
+    for r in roots:
+        counts[id(r)] = counts.get(id(r), 0) + 1
+    return counts
 
 
 #: Most passes :func:`fuse_einsums` makes to reach a DAG that another pass leaves alone.

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, with_args
-from jacacc.tensor.views import Views
+from jacacc.tensor.expr import Tensor, add, const, einsum, index_letters, nodes_of, reader_counts, with_args
+from jacacc.tensor.views import Views, _unit_axis
 
 __all__ = ["ADD_SECONDS_PER_ELEMENT", "CALL_SECONDS", "COPY_SECONDS_PER_ELEMENT", "ENABLED", "ENTRY_SECONDS", "FUSED_CALL_SECONDS", "MAX_ELEMENTS", "PIECE_SECONDS", "SLICE_SECONDS", "STACK_SECONDS", "UNFUSED_SECONDS",
            "batch_isomorphic"]
@@ -248,12 +248,7 @@ def _summed_products(nodes: Sequence[Tensor], roots: Sequence[Tensor]) -> dict[i
     terms are independent whatever their depths."""
     from jacacc.tensor.expr import delta_expansion
 
-    readers: dict[int, int] = defaultdict(int)
-    for node in nodes:
-        for a in node.args:
-            readers[id(a)] += 1
-    for r in roots:
-        readers[id(r)] += 1
+    readers = reader_counts(nodes, roots)
     found: dict[int, list[list[Tensor]]] = {}
     for node in nodes:
         if node.kind != "add":
@@ -339,12 +334,13 @@ def _worthwhile(groups: list[list[Tensor]], nodes: Sequence[Tensor], roots: Sequ
 class _Batcher:
     """The rewrite: each node's replacement, and the batched node and position of every entry made."""
 
-    def __init__(self) -> None:
+    def __init__(self, summed: dict[int, list[list[Tensor]]]) -> None:
         self.new: dict[int, Tensor] = {}
         self.entries: dict[int, tuple[Tensor, int]] = {}
         self.flattened: dict[tuple[int, int], Tensor] = {}
         self.views = Views()
-        self.summed: dict[int, list[list[Tensor]]] = {}
+        #: per sum (by id), its groups of alike products to stack (:func:`_summed_products`)
+        self.summed = summed
 
     def source(self, operand: Tensor) -> tuple[Tensor, int] | None:
         """``(batch, position)`` of an operand that is an entry: of a batched group, or of a
@@ -509,21 +505,6 @@ class _Batcher:
         return get_operator(name).batch((members,), tuple(args), tuple(flags), **dict(options)) is not None
 
 
-def _unit_axis(node: Tensor) -> int | None:
-    """Where ``node`` puts one unit axis into its first operand (an einsum with ``ones((1,))``, as
-    :func:`~jacacc.tensor.arrays.insert_unit_axes` writes it), or None for any other node."""
-    if node.kind != "einsum" or len(node.args) != 2:
-        return None
-    ones = node.args[1]
-    if ones.kind != "const" or ones.param[0] != "ones" or ones.shape != (1,):
-        return None
-    inputs, out = node.param.split("->")
-    kept, new = inputs.split(",")
-    if len(new) != 1 or out.replace(new, "") != kept:
-        return None
-    return out.index(new)
-
-
 def _entry(batched: Tensor, position: int) -> Tensor:
     from jacacc.tensor.arrays import BasicKey, index_node
 
@@ -563,8 +544,7 @@ def batch_isomorphic(roots: Sequence[Tensor]) -> list[Tensor]:
     if not chosen and not summed:
         return list(roots)
     group_of = {id(m): groups[g] for g in chosen for m in groups[g]}
-    batcher = _Batcher()
-    batcher.summed = summed
+    batcher = _Batcher(summed)
     for node in sorted(nodes, key=lambda n: depth[id(n)]):  # stable: operands first within a depth too
         if id(node) in batcher.new:
             continue

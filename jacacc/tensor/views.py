@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jacacc.tensor.expr import Tensor, nodes_of, with_args
+from jacacc.tensor.expr import Tensor, nodes_of, reader_counts, with_args
 
 __all__ = ["MAX_ELEMENTS", "Views", "collapse_views"]
 
@@ -39,10 +39,23 @@ MAX_ELEMENTS = 1 << 16
 _MOVES = ("index", "gather", "reshape", "concatenate")
 
 
+def _unit_axis(node: Tensor) -> int | None:
+    """Where ``node`` puts one unit axis into its first operand (an einsum with ``ones((1,))``, as
+    :func:`~jacacc.tensor.arrays.insert_unit_axes` writes it), or None for any other node."""
+    if node.kind != "einsum" or len(node.args) != 2:
+        return None
+    ones = node.args[1]
+    if ones.kind != "const" or ones.param[0] != "ones" or ones.shape != (1,):
+        return None
+    inputs, out = node.param.split("->")
+    kept, new = inputs.split(",")
+    if len(new) != 1 or out.replace(new, "") != kept:
+        return None
+    return out.index(new)
+
+
 def _move(node: Tensor) -> str | None:
     """The kind of move ``node`` is (``"unit"`` for a unit axis put in by an einsum), or None."""
-    from jacacc.tensor.isomorphic import _unit_axis
-
     if node.kind == "op" and node.param[0] in _MOVES and not dict(node.param[1]).get("lead"):
         return node.param[0]
     if _unit_axis(node) is not None:
@@ -148,18 +161,16 @@ def _seconds(model: tuple[float, float], entries: int) -> float:
 
 
 def collapse_views(roots: Sequence[Tensor]) -> list[Tensor]:
-    """``roots`` with each chain of moves (a move reading moves that nothing else reads), and
+    """``roots`` with each chain of moves (a move reading moves that nothing else reads, no root), and
     each concatenation of moves of one tensor, replaced by one step from the tensor they read
     (:class:`Views`: a reshape, one basic index, or a gather) where that step costs less than
     the copies it replaces.  The values are the same entries."""
     views = Views()
-    readers: dict[int, int] = {}
-    for node in nodes_of(roots):
-        for a in node.args:
-            readers[id(a)] = readers.get(id(a), 0) + 1
+    nodes = nodes_of(roots)
+    readers = reader_counts(nodes, roots)
     new: dict[int, Tensor] = {}
     changed = False
-    for node in nodes_of(roots):
+    for node in nodes:
         args = tuple(new[id(a)] for a in node.args)
         rewritten = node if all(a is b for a, b in zip(args, node.args, strict=True)) else with_args(node, args)
         if _move(node) is not None and any(_move(a) is not None for a in node.args):
