@@ -54,6 +54,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import Literal
@@ -1174,6 +1175,11 @@ def getrs(LU: ArrayLike, piv: ArrayLike, B: ArrayLike, transpose: bool = False) 
     dtype = _dtype(op, LU, B)
     _nonsingular_lu(op, LU)
     if B.size and _solved_across(batch, n):
+        if (kernel := _getrs_kernel()) is not None:
+            X = np.array(B, dtype=dtype, order="C")
+            kernel(np.ascontiguousarray(_operand(LU, dtype).reshape(-1, n, n)),
+                   np.ascontiguousarray(piv.reshape(-1, n), dtype=np.int32), X.reshape(-1, n, k), transpose)
+            return X
         return _getrs_across(_operand(LU, dtype), piv, B, dtype, transpose)
     X = np.swapaxes(np.empty(batch + (k, n), dtype=dtype), -1, -2)
     X[...] = B
@@ -1192,14 +1198,78 @@ def getrs(LU: ArrayLike, piv: ArrayLike, B: ArrayLike, transpose: bool = False) 
 
 
 def _solved_across(batch: tuple[int, ...], n: int) -> bool:
-    """Whether a batch of ``n × n`` solves runs faster as one substitution across the batch
-    (``n² + 2n`` NumPy calls, each over every matrix) than as one LAPACK call per matrix.
+    """Whether a batch of ``n × n`` solves runs faster in one loop over the batch than as one
+    LAPACK call per matrix.
 
-    Both kinds of call cost a few microseconds at these sizes, so the batch's count against
-    ``n²`` decides; measured on 2 × 2 to 16 × 16 systems with 1 to 160 right-hand sides
-    (a mixture's 64 components of 2 × 2 with 160 points: 348 µs by LAPACK, 88 µs across)."""
+    With Numba (:func:`_getrs_kernel`) every batch of two or more systems up to
+    :data:`ACROSS_MAX_ORDER` does: a LAPACK call costs a few microseconds of dispatch, the loop
+    nanoseconds per entry (64 systems of 2 × 2 with 160 right-hand sides: 348 µs by LAPACK,
+    88 µs by NumPy across the batch, 9 µs compiled).  Without it, substitution across the
+    batch takes ``n² + 2n`` NumPy calls, and pays where the batch has at least ``n²`` systems."""
     count = math.prod(batch)
+    if _getrs_kernel() is not None:
+        return count >= 2 and n <= ACROSS_MAX_ORDER
     return count >= 2 and count >= n * n
+
+
+#: Largest order of the systems :func:`getrs` solves in one compiled loop over a batch; past it
+#: LAPACK's blocked solves per matrix win.
+ACROSS_MAX_ORDER = 16
+
+
+def _getrs_loop(lu: np.ndarray, piv: np.ndarray, X: np.ndarray, transpose: bool) -> None:  # compiled by _getrs_kernel
+    """Solve every system of the batch in place in ``X`` (shape (batch, n, k), C order) from
+    :func:`getrf`'s factors: the row-by-row substitution of :func:`_getrs_across`."""
+    batch, n, k = X.shape
+    for b in range(batch):
+        if transpose:
+            for i in range(n):
+                p = piv[b, i]
+                if p != i:
+                    for c in range(k):
+                        X[b, i, c], X[b, p, c] = X[b, p, c], X[b, i, c]
+            for i in range(1, n):
+                for j in range(i):
+                    f = lu[b, j, i]
+                    for c in range(k):
+                        X[b, i, c] -= f * X[b, j, c]
+            for i in range(n - 1, -1, -1):
+                for j in range(i + 1, n):
+                    f = lu[b, j, i]
+                    for c in range(k):
+                        X[b, i, c] -= f * X[b, j, c]
+                d = lu[b, i, i]
+                for c in range(k):
+                    X[b, i, c] /= d
+        else:
+            for i in range(n):
+                for j in range(i):
+                    f = lu[b, i, j]
+                    for c in range(k):
+                        X[b, i, c] -= f * X[b, j, c]
+                d = lu[b, i, i]
+                for c in range(k):
+                    X[b, i, c] /= d
+            for i in range(n - 2, -1, -1):
+                for j in range(i + 1, n):
+                    f = lu[b, i, j]
+                    for c in range(k):
+                        X[b, i, c] -= f * X[b, j, c]
+            for i in range(n - 1, -1, -1):
+                p = piv[b, i]
+                if p != i:
+                    for c in range(k):
+                        X[b, i, c], X[b, p, c] = X[b, p, c], X[b, i, c]
+
+
+@functools.cache
+def _getrs_kernel() -> Callable[..., None] | None:
+    """:func:`_getrs_loop` compiled by Numba (cached on disk), or None without Numba."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, nogil=True, error_model="numpy")(_getrs_loop)
 
 
 def _getrs_across(LU: np.ndarray, piv: np.ndarray, B: np.ndarray, dtype: np.dtype, transpose: bool) -> np.ndarray:

@@ -885,7 +885,7 @@ class IndexArray:
     (<3 indices, repeated>, True)
     """
 
-    __slots__ = ("array", "repeats", "_key", "_hash", "_copies")
+    __slots__ = ("array", "repeats", "_key", "_hash", "_copies", "_strided")
 
     def __init__(self, array: np.ndarray) -> None:
         array = np.array(array, dtype=np.intp)
@@ -895,6 +895,16 @@ class IndexArray:
         self._key = (array.shape, array.tobytes())
         self._hash = hash(self._key)
         self._copies: dict[str, Any] = {}
+        self._strided: dict[tuple[int, ...], Any] = {}
+
+    def strided(self, shape: tuple[int, ...]) -> Any:
+        """The gather of these entries from an array of ``shape`` as a strided view
+        (:class:`~jacacc.tensor.views.StridedTake`), or None; worked out once per shape."""
+        if shape not in self._strided:
+            from jacacc.tensor.views import StridedTake
+
+            self._strided[shape] = StridedTake.of(self.array, shape)
+        return self._strided[shape]
 
     def on(self, xp: Any) -> Any:
         """The indices as an array of the array module ``xp`` (a CuPy copy made once and kept)."""
@@ -931,6 +941,8 @@ def _advanced_index(x: Tensor, key: Any) -> Tensor:
 # ``lead``: leading (batch) axes the flat indices do not reach, each gathered or scattered alike
 def _gather(x: np.ndarray, index: IndexArray, lead: int = 0) -> np.ndarray:
     xp = array_module((x,))
+    if (strided := index.strided(x.shape[lead:])) is not None:
+        return strided(x, xp, lead)
     flat = x.reshape(x.shape[:lead] + (math.prod(x.shape[lead:]),))  # not -1: a batch may be empty
     # ``take``, not ``flat[..., index]``: the same entries, 2-3x faster (no general fancy indexing)
     return flat.take(index.on(xp), axis=lead)

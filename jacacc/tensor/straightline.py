@@ -148,22 +148,25 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
     stack = list(operands)
     letters = list(contraction.subscripts.split("->")[0].split(","))
     last = len(contraction._steps) - 1
-    for step, ((positions, kind, how), entry) in enumerate(zip(contraction._steps, contraction.contraction_list,
-                                                                 strict=True)):
+    for step, ((positions, kind, how, presums), entry) in enumerate(zip(contraction._steps,
+                                                                        contraction.contraction_list, strict=True)):
         taken = [stack.pop(p) for p in positions]
         taken_letters = [letters.pop(p) for p in positions]
+        taken, taken_letters = _presummed(src, taken, taken_letters, presums)
         out = entry[2].partition("->")[2]
         name = target if step == last else src.temporary()
         if kind == "multiply":
             parts = []
             *broadcasts, final = how
-            for operand, term, (perm, shape) in zip(taken, taken_letters, broadcasts, strict=True):
+            for operand, term, (perm, shape, copied) in zip(taken, taken_letters, broadcasts, strict=True):
                 if operand in src.constants:  # transposed and reshaped once, here
                     value = src.env[operand]
                     value = (value if perm is None else value.transpose(perm)).reshape(shape)
-                    parts.append(src.constant(value))
+                    parts.append(src.constant(value.copy() if copied else value))
                     continue
                 text = operand if perm is None else f"{operand}.transpose({perm!r})"
+                if copied:  # a strided inner axis is slower to broadcast than to copy (Contraction._broadcast)
+                    text = f"np.ascontiguousarray({text})"
                 ordered = term if perm is None else "".join(term[p] for p in perm)
                 if _shape_of(ordered, extent) != shape:
                     text = f"{text}.reshape({shape!r})"
@@ -197,6 +200,22 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
         src.line(f"{target} = {stack[0]}")
     if contraction.shape is not None:  # the unit axes of the ones left out put back
         src.line(f"{target} = {target}.reshape({contraction.shape!r})")
+
+
+def _presummed(src: _Source, taken: list[str], letters: list[str], presums: tuple) -> tuple[list[str], list[str]]:
+    """The operands of a pairwise step with the axes that each sums on its own summed first
+    (:meth:`~jacacc.tensor.steps.Contraction._own_sums`), and their letters left."""
+    operands, terms = [], []
+    for operand, term, axes in zip(taken, letters, presums, strict=True):
+        if axes is not None:
+            summed = src.temporary()
+            src.line(f"{summed} = {operand}.sum(axis={axes!r})")
+            if src.is_temporary(operand) and taken.count(operand) == 1:
+                src.line(f"del {operand}")
+            operand, term = summed, "".join(c for k, c in enumerate(term) if k not in axes)
+        operands.append(operand)
+        terms.append(term)
+    return operands, terms
 
 
 def _folded(operand: str, term: str, perm: tuple[int, ...] | None, matrix: tuple[int, int],

@@ -31,7 +31,7 @@ import numpy as np
 
 from jacacc.tensor.expr import Tensor, nodes_of, reader_counts, with_args
 
-__all__ = ["MAX_ELEMENTS", "Views", "collapse_views"]
+__all__ = ["MAX_ELEMENTS", "StridedTake", "Views", "collapse_views"]
 
 #: Largest move collapsed: its gather's index array (8 bytes an entry) is kept in the plan.
 MAX_ELEMENTS = 1 << 16
@@ -152,6 +152,118 @@ def basic_key(positions: np.ndarray, shape: tuple[int, ...]) -> object | None:
 
 #: Model of a move's cost (seconds): a copy of ``s`` entries (a basic index, a concatenation's
 #: part) and a gather of ``s`` entries (``ndarray.take``), fitted on one core at 10²-10⁴ entries
+class StridedTake:
+    """A gather that is a strided view of the array it reads, copied: a basic index of that
+    array (each axis held at one entry or walked evenly), its walked axes transposed into the
+    result's order, unit axes put in, and axes along which the entries only repeat broadcast.
+
+    :func:`~jacacc.tensor.arrays._gather` runs a gather with this form as those views and one
+    copy: NumPy's ``take`` reads a C-ordered array, so on a transposed operand — what a matrix
+    product or an earlier step hands out — it copied the whole operand first (a Hessian's
+    gathers of 5 120 entries from a transposed ``(3, 4, 2, 4, 160)`` array took 17 µs; its
+    strided copy 4 µs), and a permutation of whole blocks copies them as blocks.  Build with
+    :meth:`of`.
+
+    >>> x = np.arange(24.0).reshape(2, 3, 4)
+    >>> positions = np.arange(24).reshape(2, 3, 4)[::-1, 1, ::2].T[:, None, :]   # (2, 1, 2)
+    >>> take = StridedTake.of(positions, x.shape)
+    >>> take, np.array_equal(take(x, np), x.reshape(-1)[positions])
+    (StridedTake([1::-1, 1, 0:4:2] → (1, 0), (2, 1, 2)), True)
+    """
+
+    __slots__ = ("key", "order", "units", "shape", "repeats", "select", "_basic", "_copies")
+
+    def __init__(self, key: tuple, order: tuple[int, ...] | None, units: tuple[int, ...] | None,
+                 shape: tuple[int, ...]) -> None:
+        self.key = key  #: per axis of the array read: its one entry (int) or its walk (slice)
+        self.order = order  #: the transposition putting the walked axes in the result's order (None: in order)
+        self.units = units  #: the shape with unit axes where the result only repeats (None: the walked shape is it)
+        self.shape = shape  #: the result's shape
+        self.repeats = units is not None and units != shape
+        #: one axis taken by an index array (whole blocks selected), as (its position among the
+        #: axes the basic index leaves, the indices); the selection is a copy already
+        self.select: tuple[int, np.ndarray] | None = None
+        for j, k in enumerate(key):
+            if isinstance(k, np.ndarray):
+                self.select = (sum(not isinstance(h, int) for h in key[:j]), k)
+        self._basic = tuple(slice(None) if isinstance(k, np.ndarray) else k for k in key)
+        self._copies: dict[str, object] = {}
+
+    @classmethod
+    def of(cls, positions: np.ndarray, shape: tuple[int, ...]) -> StridedTake | None:
+        """The strided form of taking the flat entries ``positions`` of an array of ``shape``,
+        or None where they are no strided view of it (a diagonal, an irregular selection)."""
+        if positions.size == 0 or not shape:
+            return None
+        coordinates = np.unravel_index(positions, shape)
+        key, walked_by = [], []  # per axis of the array: its index, the result axis walking it (or None)
+        for c in coordinates:
+            first = int(c.flat[0])
+            varying = [d for d in range(positions.ndim) if positions.shape[d] > 1 and (np.diff(c, axis=d) != 0).any()]
+            if not varying:
+                key.append(first)
+                walked_by.append(None)
+                continue
+            if len(varying) > 1:
+                return None
+            (d,) = varying
+            n = positions.shape[d]
+            line = c[(0,) * d + (slice(None),) + (0,) * (positions.ndim - d - 1)]
+            along = (1,) * d + (n,) + (1,) * (positions.ndim - d - 1)
+            if not (c == line.reshape(along)).all():
+                return None
+            step = int(line[1]) - first
+            if (line == first + step * np.arange(n)).all():
+                stop = first + step * n
+                key.append(slice(first, None if stop < 0 else stop, step))
+            else:  # irregular along d: a selection of whole blocks, by one index array
+                key.append(line.astype(np.intp))
+            walked_by.append(d)
+        walks = [d for d in walked_by if d is not None]
+        if len(set(walks)) < len(walks) or sum(isinstance(k, np.ndarray) for k in key) > 1:
+            return None
+        order = tuple(sorted(range(len(walks)), key=walks.__getitem__))
+        units = tuple(n if d in walks else 1 for d, n in enumerate(positions.shape))
+        return cls(tuple(key), None if order == tuple(range(len(walks))) else order,
+                   None if units == tuple(n for d, n in enumerate(positions.shape) if d in walks) else units,
+                   positions.shape)
+
+    def __call__(self, x: object, xp: object, lead: int = 0) -> object:
+        """The entries taken from ``x`` (its first ``lead`` axes kept whole), as a new array."""
+        y = x[(slice(None),) * lead + self._basic]
+        if self.select is not None:
+            axis, indices = self.select[0] + lead, self._indices(xp)
+            # along an axis, ``take`` copies whole blocks of a C-ordered array; of a strided one it
+            # would copy all of it first, where NumPy's advanced index reads it in place
+            y = y.take(indices, axis=axis) if y.flags.c_contiguous else y[(slice(None),) * axis + (indices,)]
+        if self.order is not None:
+            y = y.transpose(tuple(range(lead)) + tuple(lead + k for k in self.order))
+        if self.units is not None:
+            y = y.reshape(x.shape[:lead] + self.units)
+            if self.repeats:
+                y = xp.broadcast_to(y, x.shape[:lead] + self.shape)
+        return y if self.select is not None and self.order is None and not self.repeats else y.copy()
+
+    def _indices(self, xp: object) -> object:
+        """The selecting indices as an array of ``xp`` (a CuPy copy made once and kept)."""
+        indices = self.select[1]
+        if xp is np:
+            return indices
+        if xp.__name__ not in self._copies:
+            self._copies[xp.__name__] = xp.asarray(indices)
+        return self._copies[xp.__name__]
+
+    def __repr__(self) -> str:
+        def item(k: int | slice | np.ndarray) -> str:
+            if isinstance(k, np.ndarray):
+                return f"<{k.size} indices>"
+            if isinstance(k, int):
+                return str(k)
+            return f"{k.start}:{'' if k.stop is None else k.stop}:{k.step}"
+
+        return f"StridedTake([{', '.join(map(item, self.key))}] → {self.order}, {self.shape})"
+
+
 COPY_SECONDS = (0.5e-6, 0.35e-9)
 GATHER_SECONDS = (1.0e-6, 1.2e-9)
 

@@ -706,11 +706,17 @@ def test_lu_routines_on_one_matrix_refuse_as_the_batched_path_does():
         K.getrf(np.array([[1.0, np.nan], [0.0, 1.0]]))
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("batch, n, k", [((9,), 3, 4), ((2, 8), 2, 5), ((64,), 1, 3), ((16,), 4, 1)])
-def test_getrs_across_a_batch_of_small_systems_matches_lapack_per_matrix(batch, n, k, dtype):
-    # n² or more small systems are solved by substitution across the batch, not one LAPACK call each:
-    # the same solution as the lean one-matrix path (LAPACK) for each matrix, in both senses
+def test_getrs_across_a_batch_of_small_systems_matches_lapack_per_matrix(batch, n, k, dtype, compiled, monkeypatch):
+    # a batch of small systems is solved in one loop over the batch (compiled by Numba, or n² or more
+    # of them by NumPy substitution across the batch), not one LAPACK call each: the same solution as
+    # the lean one-matrix path (LAPACK) for each matrix, in both senses
+    if compiled:
+        assert K._getrs_kernel() is not None
+    else:
+        monkeypatch.setattr(K, "_getrs_kernel", lambda: None)
     rng = np.random.default_rng(n * k)
     A = rng.standard_normal(batch + (n, n)).astype(dtype)  # no diagonal shift: row interchanges happen
     B = rng.standard_normal(batch + (n, k)).astype(dtype)

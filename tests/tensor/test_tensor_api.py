@@ -454,7 +454,7 @@ def test_broadcast_products_are_written_with_a_long_last_axis(subscripts, shapes
     from jacacc.tensor.steps import Contraction
 
     contraction = Contraction(subscripts, shapes)
-    [(_, kind, (*_, final))] = contraction._steps
+    [(_, kind, (*_, final), _)] = contraction._steps
     out = subscripts.partition("->")[2]
     assert kind == "multiply"
     assert (final is None) == (memory == out)
@@ -471,6 +471,34 @@ def test_broadcast_products_are_written_with_a_long_last_axis(subscripts, shapes
         np.testing.assert_array_equal(program(*given)[0], want)
 
 # ---------------------------------------------------------------------------- FLOPs
+
+@pytest.mark.parametrize(("subscripts", "shapes", "kind", "presums"), [
+    # opt_einsum folds a sum over a unit or scalar-scaled axis into the pairwise step
+    ("nlk,nijml->nijkl", [(8, 160, 2), (8, 4, 2, 1, 160)], "multiply", ((3,), None)),  # GMM's Hessian
+    ("lijk,lkn->lin", [(4, 4, 1, 160), (4, 160, 2)], "matmul", (None, (2,))),  # a matrix product once j is summed
+    ("lijk,->li", [(4, 4, 3, 160), ()], "multiply", (None, (2, 3))),  # summed, then scaled
+    ("iab,jba->ij", [(2, 3, 4), (5, 4, 3)], "matmul", (None, None)),  # nothing summed on its own
+])
+def test_letters_of_one_operand_are_summed_before_the_product(subscripts, shapes, kind, presums):
+    """A letter in one operand alone and not in the output is summed out of it first, so the rest
+    runs as a broadcast multiply or a matrix product instead of ``einsum``'s generic loop; the
+    interpreter and the straight-line program give the einsum's result, whatever the layouts."""
+    from jacacc.tensor.expr import einsum, var
+    from jacacc.tensor.steps import Contraction
+
+    contraction = Contraction(subscripts, shapes)
+    [(_, got_kind, _, got_presums)] = contraction._steps
+    assert (got_kind, got_presums) == (kind, presums)
+    rng = np.random.default_rng(10)
+    values = [rng.normal(size=s) for s in shapes]
+    want = np.einsum(subscripts, *values)
+    operands = [var(f"x{k}", s) for k, s in enumerate(shapes)]
+    program = Program([einsum(subscripts, *operands)], operands, fuse_kernels=False)
+    for given in (values, [np.asfortranarray(v) if v.ndim else v for v in values]):
+        np.testing.assert_allclose(contraction(*given), want, **TOL)
+        np.testing.assert_allclose(program(*given)[0], want, **TOL)
+    assert (presums != (None, None)) == (".sum(axis=" in program._straight_line.source)
+
 def _einsum_cost(node) -> int:
     """FLOPs of the contraction the evaluator runs for an einsum node, counted step by
     step from its planned ``contraction_list`` with opt_einsum's per-step count; 0 for a

@@ -126,3 +126,44 @@ def test_entries_of_a_scalar_are_no_basic_index_and_its_repeats_one_gather():
     (z,) = collapse_views([y])
     np.testing.assert_array_equal(_run([y], [s], [np.array(0.5)], True)[0], np.exp([0.5, 0.5]))
     assert z is not None
+
+
+@st.composite
+def _strided_takes(draw):
+    """An array shape, the flat entries a strided view of it takes (a basic index, its axes
+    transposed, unit and repeating axes put in, one axis possibly selected by an index list),
+    and the layout the array comes in (C order, or a transposed view)."""
+    shape, key = draw(_basic_indices())
+    positions = np.arange(int(np.prod(shape))).reshape(shape)[key]
+    if positions.ndim and draw(st.booleans()):  # one axis selected irregularly, repeats allowed
+        axis = draw(st.integers(0, positions.ndim - 1))
+        n = positions.shape[axis]
+        if n:
+            picks = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5))
+            positions = np.take(positions, picks, axis=axis)
+    positions = positions.transpose(draw(st.permutations(range(positions.ndim))))
+    if draw(st.booleans()):  # a unit axis, or an axis repeating every entry
+        axis = draw(st.integers(0, positions.ndim))
+        positions = np.repeat(np.expand_dims(positions, axis), draw(st.integers(1, 3)), axis=axis)
+    return shape, positions, draw(st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(_strided_takes(), st.integers(0, 2))
+def test_a_strided_take_gathers_what_take_gathers_from_any_layout(case, lead):
+    """The gather operator's strided form (views and one copy) gives ``take``'s entries, with
+    leading batch axes, from a C-ordered or a transposed operand, as a new array."""
+    from jacacc.tensor.arrays import _gather
+    from jacacc.tensor.views import StridedTake
+
+    shape, positions, transposed = case
+    full = (3,) * lead + shape
+    x = RNG.normal(size=full[::-1]).T if transposed else RNG.normal(size=full)
+    want = np.ascontiguousarray(x).reshape((3,) * lead + (-1,)).take(positions, axis=lead)
+    index = IndexArray(positions)
+    got = _gather(x, index, lead)
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, x)
+    if positions.size:
+        assert index.strided(shape) is not None  # each drawn selection has the strided form
+    assert StridedTake.of(np.array([[0, 1], [1, 2]]), (3,)) is None  # a diagonal walk is not one
