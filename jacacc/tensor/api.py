@@ -192,9 +192,30 @@ class DerivativeExpression:
         return Program([self.expression], self.inputs, dtype)(*arrays)[0]
 
 
-def _derive(traced: TracedFunction, argnum: int | Sequence[int], order: int, mode: str) -> DerivativeExpression:
+def _first_derivatives(traced: TracedFunction, wrt: Sequence[int], mode: str) -> list[Tensor]:
+    """∂y/∂x_k for each argument ``k`` of ``wrt`` (``y`` the traced output), dense, from one
+    elimination on the graph from all of them to ``y``: in reverse mode one backward sweep
+    serves every argument, where a derivative per argument would sweep once each."""
+    y = traced.outputs[0]
+    distinct = list(dict.fromkeys(wrt))  # an argument named twice is one input of the graph
+    graph = tensor_graph([y], [traced.inputs[k] for k in distinct])
+    factors, _, _ = derivative_factors(graph, mode)
+    derivatives = {}
+    for v, k in zip(graph.inputs, distinct, strict=True):
+        found = factors.get((v, graph.outputs[0]))
+        derivatives[k] = materialize(found if found is not None else _zero_factor(y.shape, traced.inputs[k].shape))
+    return [derivatives[k] for k in wrt]
+
+
+def _derive(traced: TracedFunction, argnum: int | Sequence[int], order: int, mode: str,
+            fused: bool = True) -> DerivativeExpression:
     """The ``order``-th derivative w.r.t. argument ``argnum``, or the mixed one w.r.t. the arguments
-    ``argnum`` lists (one per pass: ``(i, j)`` is ∂²f/∂x_i∂x_j, its axes those of f, x_i, x_j)."""
+    ``argnum`` lists (one per pass: ``(i, j)`` is ∂²f/∂x_i∂x_j, its axes those of f, x_i, x_j).
+
+    ``fused=False`` leaves the einsum chains as they are, for a :class:`Program` of several
+    derivatives that fuses them over all at once: fused one derivative at a time, each folds the
+    function's own products into chains of its own (attention's ``X Wq Wkᵀ Xᵀ`` three ways for
+    the gradients of ``Wq``, ``Wk`` and ``Wv``), and the program computes the function thrice."""
     positions = [argnum] * order if isinstance(argnum, int | np.integer) else list(argnum)
     y = traced.outputs[0]
     passes: list[int] = []
@@ -203,8 +224,8 @@ def _derive(traced: TracedFunction, argnum: int | Sequence[int], order: int, mod
         factor, flops, _ = derivative_factor(expression, traced.inputs[k], mode)
         passes.append(flops)
         expression = materialize(factor)
-    # what runs: the last expression with its einsum chains fused (as Program does)
-    (expression,) = fuse_einsums([expression])
+    if fused:  # what runs: the last expression with its einsum chains fused (as Program does)
+        (expression,) = fuse_einsums([expression])
     return DerivativeExpression(expression, factor, flops_of([expression]), passes, mode, traced.inputs)
 
 
@@ -372,9 +393,12 @@ def _transformation(f: Callable, argnum: int | Sequence[int], order: int, mode: 
             if isinstance(factor, FactorSum):  # one stored tensor: the δs the terms do not share written out
                 factor, _ = factor.collapsed()
             return _CompressedPlan(factor, traced.inputs, dtype)
-        # one program for every block: ∂f/∂x_i, or ∂²f/∂x_i∂x_j row by row (JAX's nesting)
+        if order == 1:  # one elimination for every argument: a reverse sweep shared by all
+            return Program(_first_derivatives(traced, wrt, mode), traced.inputs, dtype)
+        # one program for every block: ∂²f/∂x_i∂x_j row by row (JAX's nesting)
         blocks = itertools.product(wrt, repeat=order) if several else [(wrt[0],) * order]
-        return Program([_derive(traced, block, order, mode).expression for block in blocks], traced.inputs, dtype)
+        return Program([_derive(traced, block, order, mode, fused=False).expression for block in blocks],
+                       traced.inputs, dtype)
 
     cache = _Cache(f, name, build)
     positions: dict[int, tuple[int, ...]] = {}  # number of arguments -> the positions differentiated
@@ -500,13 +524,7 @@ def _value_and_grad(f: Callable, argnum: int | Sequence[int] = 0, mode: str = "r
         if y.shape != ():
             raise TraceError(f"value_and_grad needs a scalar-valued function; {getattr(f, '__name__', 'f')} returns "
                              f"shape {y.shape}")
-        graph = tensor_graph([y], [traced.inputs[k] for k in wrt])
-        factors, _, _ = derivative_factors(graph, mode)
-        grads = []
-        for v, k in zip(graph.inputs, wrt, strict=True):
-            found = factors.get((v, graph.outputs[0]))
-            grads.append(materialize(found if found is not None else _zero_factor((), traced.inputs[k].shape)))
-        return Program([y, *grads], traced.inputs, dtype)
+        return Program([y, *_first_derivatives(traced, wrt, mode)], traced.inputs, dtype)
 
     cache = _Cache(f, "value_and_grad", build)
 

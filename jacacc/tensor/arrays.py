@@ -590,6 +590,25 @@ def _group_weights() -> Callable[[np.ndarray, bool], np.ndarray] | None:
 register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
                            _size_flops, device=True))
 
+
+def shift_extremum(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
+    """The largest (smallest) entry of each group over ``axes``, the axes kept, as a *shift*:
+    its derivative is zero.  Where a function does not depend on the shift — ``exp(x − m)``
+    over its sum, ``log Σ exp(x − m) + m`` — the zero is exact, and the value is one NumPy
+    reduction instead of :func:`extremum_weights` and a weighted sum (``np.max``'s derivative).
+
+    >>> shift_extremum(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]), (1,), True)
+    array([[3.],
+           [2.]])
+    """
+    xp = array_module((x,))
+    return (xp.max if largest else xp.min)(x, axis=axes, keepdims=True)
+
+
+register_operator(Operator("shift_extremum", shift_extremum,
+                           lambda a, axes, **_: (tuple(1 if k in axes else n for k, n in enumerate(a)),),
+                           _zero_jvp, _zero_vjp, _size_flops, device=True))
+
 #: Zeros per reduced group up to which ``prod``'s expression is exact to every order (see the module notes).
 PROD_ZEROS = 2
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor.captured import _is_library_module
+from jacacc.tensor.operators import apply_operator
 from jacacc.tensor.trace import _UFUNCS, Traced, _elementwise, _where, register_function
 
 __all__ = ["intercepting", "register_library"]
@@ -228,8 +229,16 @@ def _array(obj: Any, dtype: Any = None, *, copy: Any = True, order: Any = "K", s
 
 # ---------------------------------------------------------------------------- scipy.special
 def _stable_max(a: Any, axis: Any) -> Any:
-    """The maximum over ``axis`` (kept) with a zero derivative: the shift that keeps exp finite."""
-    return _elementwise("stop_gradient", np.max(a, axis=axis, keepdims=True))
+    """The maximum over ``axis`` (kept) with a zero derivative: the shift that keeps exp finite
+    (:func:`~jacacc.tensor.arrays.shift_extremum`; a constant's own maximum for a constant)."""
+    if not isinstance(a, Traced):
+        return np.max(a, axis=axis, keepdims=True)
+    node = a.node
+    axes = tuple(range(node.ndim)) if axis is None else \
+        tuple(sorted({k % node.ndim for k in (axis if isinstance(axis, tuple | list) else (axis,))}))
+    if not node.ndim or any(node.shape[k] == 0 for k in axes):
+        return _elementwise("stop_gradient", np.max(a, axis=axis, keepdims=True))  # np.max's own checks
+    return Traced(apply_operator("shift_extremum", [node], axes=axes, largest=True)[0])
 
 
 def _squeezed(value: Any, axis: Any, ndim: int, keepdims: bool) -> Any:

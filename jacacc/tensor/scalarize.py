@@ -20,9 +20,9 @@ multiplications; any other constant, a zero that constants cancel to included
 (:func:`~jacacc.tensor.expr.cancelled`), is a number and multiplies as one (∞·0 is NaN, as on
 NumPy).
 
-``np.max``/``np.min``'s derivative weights (``extremum_weights``, also behind ``logsumexp``) are
-written out as a running ``maximum`` (``minimum``), each entry's ``eq`` with it, and a division by
-the ties' count; ``np.prod``'s zero masks, signs and zero counts (``prod_masks``) as comparisons; small LU factorizations as branch-free pivoting (:data:`FACTORIZATIONS`).
+``np.max``/``np.min``'s derivative weights (``extremum_weights``) are written out as a running
+``maximum`` (``minimum``), each entry's ``eq`` with it, and a division by the ties' count; the
+shift of ``logsumexp`` and ``softmax`` (``shift_extremum``) as the running maximum alone; ``np.prod``'s zero masks, signs and zero counts (``prod_masks``) as comparisons; small LU factorizations as branch-free pivoting (:data:`FACTORIZATIONS`).
 
 Where it is not used: a program with a general function other than these (the other LAPACK
 operators, sorting), or with more than :data:`MAX_INSTRUCTIONS` scalar operations (its
@@ -48,7 +48,7 @@ import importlib.util
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import reduce
 from typing import Any
 
@@ -331,19 +331,36 @@ def _factorization(writer: _Writer, node: Tensor, args: list[Any], factored: dic
     return out
 
 
+def _extrema(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], largest: bool) -> Iterator[tuple]:
+    """Per group of ``x`` over ``axes``: its index among the kept axes, its entries, and their running
+    ``maximum`` (``minimum``), through which a NaN propagates as through NumPy's ``max``."""
+    kept = [k for k in range(x.ndim) if k not in axes]
+    grouped = x.transpose(kept + list(axes))
+    pick = "maximum" if largest else "minimum"
+    for outer in np.ndindex(*grouped.shape[:len(kept)]):
+        entries = [_symbol(writer, e) for e in grouped[outer].reshape(-1)]
+        yield outer, entries, reduce(lambda a, b: writer.apply(pick, a, b), entries)
+
+
+def _shift_extremum(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
+    """The operator ``shift_extremum`` (:func:`jacacc.tensor.arrays.shift_extremum`) entry by entry."""
+    kept = [k for k in range(x.ndim) if k not in axes]
+    out = np.empty(tuple(x.shape[k] for k in kept), dtype=object)
+    for outer, _, best in _extrema(writer, x, axes, largest):
+        out[outer] = best
+    return out.reshape(tuple(1 if k in axes else n for k, n in enumerate(x.shape)))
+
+
 def _extremum_weights(writer: _Writer, x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
     """The operator ``extremum_weights`` (:func:`jacacc.tensor.arrays.extremum_weights`) entry by entry:
-    per group over ``axes`` the running ``maximum`` (``minimum``), through which a NaN propagates as
-    through NumPy's ``max``; each entry's ``eq`` with it; and that over their count: ``1/ties`` at the
-    extremal entries, 0 elsewhere, and ``0/0`` (NaN) throughout a group holding a NaN, as the operator."""
+    per group over ``axes`` the running extremum (:func:`_extrema`); each entry's ``eq`` with it; and
+    that over their count: ``1/ties`` at the extremal entries, 0 elsewhere, and ``0/0`` (NaN)
+    throughout a group holding a NaN, as the operator."""
     kept = [k for k in range(x.ndim) if k not in axes]
     order = kept + list(axes)
     grouped = x.transpose(order)
-    pick = "maximum" if largest else "minimum"
     out = np.empty(grouped.shape, dtype=object)
-    for outer in np.ndindex(*grouped.shape[:len(kept)]):
-        entries = [_symbol(writer, e) for e in grouped[outer].reshape(-1)]
-        best = reduce(lambda a, b: writer.apply(pick, a, b), entries)
+    for outer, entries, best in _extrema(writer, x, axes, largest):
         ties = [writer.apply("eq", e, best) for e in entries]
         count = reduce(lambda a, b: a + b, ties)
         weights = np.empty(len(ties), dtype=object)
@@ -516,6 +533,8 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
             values[id(node)] = _entries(_elementwise(writer, *node.param, args), node.shape)
         elif node.kind == "op" and node.param[0] == "extremum_weights":
             values[id(node)] = _extremum_weights(writer, args[0], **dict(node.param[1]))
+        elif node.kind == "op" and node.param[0] == "shift_extremum":
+            values[id(node)] = _shift_extremum(writer, args[0], **dict(node.param[1]))
         elif node.kind == "op" and node.param[0] == "prod_masks":
             values[id(node)] = _entries(_prod_masks(writer, args[0], dict(node.param[1])["axes"], node.param[2]),
                                         node.shape)

@@ -812,6 +812,34 @@ def test_tuple_argnums_in_grad_jacobian_and_hessian_nest_as_jax(mode):
         jt.hessian(f, argnum=(0, 1), compress=True)
 
 
+@pytest.mark.parametrize("mode", ["forward", "reverse", "cross_country"])
+def test_the_gradients_of_several_arguments_compute_the_function_once(mode):
+    """grad with several argnums is one elimination: attention's scores ``X Wq Wkᵀ Xᵀ`` and their
+    softmax are computed once for the gradients of Wq, Wk and Wv (they were computed once per
+    argument, each folded into products its own way), an argument named twice included."""
+    import scipy.special
+
+    rng = np.random.default_rng(2)
+    X, Y = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    Ws = [rng.normal(size=(4, 4)) / 2 for _ in range(3)]
+
+    def f(Wq, Wk, Wv, xp=np):
+        softmax = scipy.special.softmax if xp is np else jax.nn.softmax
+        return 0.5 * xp.mean((softmax((X @ Wq) @ (X @ Wk).T, axis=-1) @ (X @ Wv) - Y) ** 2)
+
+    def g(Wq, Wk, Wv):
+        return f(Wq, Wk, Wv, jnp)
+
+    transformed = jt.grad(f, argnum=(0, 1, 2, 0), mode=mode)
+    got = transformed(*Ws)
+    want = jax.grad(g, argnums=(0, 1, 2))(*Ws)
+    for a, b in zip(got, (*want, want[0]), strict=True):
+        np.testing.assert_allclose(a, b, **TOL)
+    (program,) = transformed.plans.values()
+    shifts = [n for n in nodes_of(program.outputs) if n.kind == "op" and n.param[0] == "shift_extremum"]
+    assert len(shifts) == 1
+
+
 def test_value_and_grad_of_an_unused_argument_and_of_a_vector_function():
     x, z = np.array([0.5, -0.2]), np.array([1.0, 2.0, 3.0])
     value, (gx, gz) = jt.value_and_grad(lambda x, z: np.sum(np.sin(x)), argnum=(0, 1))(x, z)

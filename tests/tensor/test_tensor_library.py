@@ -65,6 +65,29 @@ def test_against_jax(name):
     _against_jax(*CASES[name])
 
 
+def test_the_shift_of_softmax_and_logsumexp_is_one_reduction_with_no_derivative():
+    """The maximum that keeps exp finite is a shift the functions do not depend on: one reduction
+    (shift_extremum), never np.max's weights (extremum_weights) in any derivative's plan, and right
+    at ties, in every mode."""
+    from jacacc.tensor.api import derivative_expression
+    from jacacc.tensor.expr import nodes_of
+
+    def f(x):
+        return np.sum(scipy.special.softmax(np.outer(x, x), axis=1) * A) + scipy.special.logsumexp(x) \
+            + np.sum(scipy.special.log_softmax(x[:2]) * x[1:])
+
+    def g(x):
+        return jnp.sum(jax.nn.softmax(jnp.outer(x, x), axis=1) * A) + jsp.logsumexp(x) \
+            + jnp.sum(jax.nn.log_softmax(x[:2]) * x[1:])
+
+    for x in (X, np.array([0.5, 0.5, -0.25]), np.array([1.0, 1.0, 1.0])):
+        for order in (1, 2):
+            ops = {n.param[0] for n in nodes_of([derivative_expression(f, x, order=order).expression])
+                   if n.kind == "op"}
+            assert "shift_extremum" in ops and "extremum_weights" not in ops
+        _against_jax(f, g, x)
+
+
 def test_the_originals_are_back_after_a_trace_and_serve_plain_arrays():
     original = scipy.special.logsumexp
     jt.grad(lambda x: scipy.special.logsumexp(x))(X)

@@ -78,6 +78,22 @@ def test_extremum_weights_are_written_out_with_ties_infinities_and_nans(largest)
     assert np.all(np.isnan(table.reference(point)[0][:, 1]))
 
 
+@pytest.mark.parametrize("largest", [True, False])
+def test_the_shift_extremum_is_written_out_with_ties_infinities_and_nans(largest):
+    """logsumexp's and softmax's shift (shift_extremum): each group's extremum over any axes, kept,
+    a NaN propagating, as the operator computes it on NumPy arrays."""
+    x = var("x", (3, 2, 4))
+    shifts = [apply_operator("shift_extremum", [x], axes=axes, largest=largest)[0] for axes in ((0, 2), (2,), (0, 1, 2))]
+    point = np.random.default_rng(6).normal(size=(3, 2, 4))
+    point[0, 0, :2] = 4.0 if largest else -4.0
+    point[1, 1, 1] = np.inf if largest else -np.inf
+    point[2, 1, 0] = np.nan
+    table = scalarize.scalar_program(shifts, [x])
+    for got, want in zip(table.reference(point), Program(shifts, [x])(point), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(table.reference(point)[0][0, 1, 0]) and table.reference(point)[1].shape == (3, 2, 1)
+
+
 def test_prod_masks_are_written_out_with_zeros_signs_and_counts():
     """Every output of np.prod's masks, per group over any axes, as the operator computes them on
     NumPy arrays: groups with no, one, two and three zeros, negative entries, a negative zero."""
