@@ -192,19 +192,37 @@ class DerivativeExpression:
         return Program([self.expression], self.inputs, dtype)(*arrays)[0]
 
 
-def _first_derivatives(traced: TracedFunction, wrt: Sequence[int], mode: str) -> list[Tensor]:
-    """∂y/∂x_k for each argument ``k`` of ``wrt`` (``y`` the traced output), dense, from one
+def _derivatives(y: Tensor, inputs: Sequence[Tensor], wrt: Sequence[int], mode: str) -> list[Tensor]:
+    """∂y/∂x_k for each argument ``k`` of ``wrt`` (``x_k = inputs[k]``), dense, from one
     elimination on the graph from all of them to ``y``: in reverse mode one backward sweep
     serves every argument, where a derivative per argument would sweep once each."""
-    y = traced.outputs[0]
     distinct = list(dict.fromkeys(wrt))  # an argument named twice is one input of the graph
-    graph = tensor_graph([y], [traced.inputs[k] for k in distinct])
+    graph = tensor_graph([y], [inputs[k] for k in distinct])
     factors, _, _ = derivative_factors(graph, mode)
     derivatives = {}
     for v, k in zip(graph.inputs, distinct, strict=True):
         found = factors.get((v, graph.outputs[0]))
-        derivatives[k] = materialize(found if found is not None else _zero_factor(y.shape, traced.inputs[k].shape))
+        derivatives[k] = materialize(found if found is not None else _zero_factor(y.shape, inputs[k].shape))
     return [derivatives[k] for k in wrt]
+
+
+def _first_derivatives(traced: TracedFunction, wrt: Sequence[int], mode: str) -> list[Tensor]:
+    """∂f/∂x_k for each argument ``k`` of ``wrt`` (:func:`_derivatives`)."""
+    return _derivatives(traced.outputs[0], traced.inputs, wrt, mode)
+
+
+def _second_derivatives(traced: TracedFunction, wrt: Sequence[int], mode: str) -> list[Tensor]:
+    """The blocks ∂²f/∂x_i∂x_j of ``wrt × wrt``, row by row: the first derivatives from one
+    elimination, then each one's row of blocks from one more elimination w.r.t. every argument,
+    or every block from one of its own, whichever costs fewer FLOPs in all (the joint rows share
+    a sweep; one elimination per block fits its order to the block: a neural net's Hessian took
+    22 M FLOPs in joint rows and 15 M by blocks, a Gaussian mixture's 1.75 M and 2.17 M)."""
+    firsts = _first_derivatives(traced, wrt, mode)
+    rows = [block for first in firsts for block in _derivatives(first, traced.inputs, wrt, mode)]
+    if len(set(wrt)) == 1:
+        return rows
+    by_block = [_derivatives(first, traced.inputs, [j], mode)[0] for first in firsts for j in wrt]
+    return min(rows, by_block, key=flops_of)
 
 
 def _derive(traced: TracedFunction, argnum: int | Sequence[int], order: int, mode: str,
@@ -395,7 +413,8 @@ def _transformation(f: Callable, argnum: int | Sequence[int], order: int, mode: 
             return _CompressedPlan(factor, traced.inputs, dtype)
         if order == 1:  # one elimination for every argument: a reverse sweep shared by all
             return Program(_first_derivatives(traced, wrt, mode), traced.inputs, dtype)
-        # one program for every block: ∂²f/∂x_i∂x_j row by row (JAX's nesting)
+        if order == 2 and several:  # one program for every block ∂²f/∂x_i∂x_j, row by row (JAX's nesting)
+            return Program(_second_derivatives(traced, wrt, mode), traced.inputs, dtype)
         blocks = itertools.product(wrt, repeat=order) if several else [(wrt[0],) * order]
         return Program([_derive(traced, block, order, mode, fused=False).expression for block in blocks],
                        traced.inputs, dtype)

@@ -840,6 +840,30 @@ def test_the_gradients_of_several_arguments_compute_the_function_once(mode):
     assert len(shifts) == 1
 
 
+@pytest.mark.parametrize("joint", [True, False], ids=["joint rows", "by blocks"])
+def test_hessian_blocks_of_several_arguments_in_joint_rows_or_by_blocks(joint, monkeypatch):
+    """The Hessian's blocks come from the first derivatives of one elimination, then rows of blocks
+    from one elimination each or every block from its own, whichever costs fewer FLOPs: each arm
+    (forced here through the FLOP count) gives JAX's blocks, an argument named twice included."""
+    import jacacc.tensor.api as api
+
+    counts = iter([0, 1] if joint else [1, 0])
+    monkeypatch.setattr(api, "flops_of", lambda roots: next(counts))
+    rng = np.random.default_rng(3)
+    W, b, x = rng.normal(size=(3, 2)), rng.normal(size=2), rng.normal(size=(5, 3))
+
+    def f(W, b, xp=np):
+        return xp.sum(xp.tanh(x @ W + b) ** 3) + xp.sum(W ** 2) * xp.sum(b)
+
+    H = jt.hessian(f, argnum=(0, 1, 0), mode="cross_country")(W, b)
+    HJ = jax.hessian(lambda W, b: f(W, b, jnp), argnums=(0, 1))(W, b)
+    for a, ja in enumerate((0, 1, 0)):
+        for c, jc in enumerate((0, 1, 0)):
+            np.testing.assert_allclose(H[a][c], HJ[ja][jc], **TOL)
+    with pytest.raises(StopIteration):  # both arms were costed
+        next(counts)
+
+
 def test_value_and_grad_of_an_unused_argument_and_of_a_vector_function():
     x, z = np.array([0.5, -0.2]), np.array([1.0, 2.0, 3.0])
     value, (gx, gz) = jt.value_and_grad(lambda x, z: np.sum(np.sin(x)), argnum=(0, 1))(x, z)
