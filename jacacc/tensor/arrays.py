@@ -537,20 +537,28 @@ def extremum_weights(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.
     """
     loop = _group_weights() if type(x) is np.ndarray and x.dtype.char in "fd" else None
     if loop is not None and x.size:
-        if len(axes) == 1 and axes[0] == x.ndim - 1 and x.flags.c_contiguous:
-            # the groups are rows already (softmax's row maximum): no transposition to work out,
-            # which was most of the 1.9 µs beside the loop's 1.6 that a 128 × 8 call took
-            return loop(x.reshape(-1, x.shape[-1]), largest).reshape(x.shape)
-        kept = [k for k in range(x.ndim) if k not in axes]
-        order = kept + list(axes)
-        grouped = x.transpose(order) if order != list(range(x.ndim)) else x
-        rows = np.ascontiguousarray(grouped).reshape(-1, math.prod(x.shape[k] for k in axes))
-        weights = loop(rows, largest).reshape(grouped.shape)
-        return weights if grouped is x else np.ascontiguousarray(weights.transpose(np.argsort(order)))
+        rows, back = _group_rows(x, axes)
+        return back(loop(rows, largest))
     best = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
     mask = (x == best).astype(x.dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
         return mask / mask.sum(axis=axes, keepdims=True)
+
+
+def _group_rows(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """``x``'s groups over ``axes`` as the rows of a C-ordered matrix, and the function putting an
+    array of the rows' shape back in ``x``'s layout (for the compiled loops over groups)."""
+    if len(axes) == 1 and axes[0] == x.ndim - 1 and x.flags.c_contiguous:
+        # the groups are rows already (softmax's row maximum): no transposition to work out,
+        # which was most of the 1.9 µs beside the loop's 1.6 that a 128 × 8 call took
+        return x.reshape(-1, x.shape[-1]), lambda rows: rows.reshape(x.shape)
+    kept = [k for k in range(x.ndim) if k not in axes]
+    order = kept + list(axes)
+    grouped = x.transpose(order) if order != list(range(x.ndim)) else x
+    rows = np.ascontiguousarray(grouped).reshape(-1, math.prod(x.shape[k] for k in axes))
+    if grouped is x:
+        return rows, lambda out: out.reshape(x.shape)
+    return rows, lambda out: np.ascontiguousarray(out.reshape(grouped.shape).transpose(np.argsort(order)))
 
 
 def _group_weights_loop(rows: np.ndarray, largest: bool) -> np.ndarray:  # compiled by _group_weights
@@ -652,12 +660,54 @@ def _product(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 def _prod_masks(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """The zero mask Z, 1 − Z, the sign (−1)^(negative entries) per group and the coefficients of
-    ``e_c`` for c = 0, 1, 2 zeros per group: 1, 1 and ½ where the group has that many, else 0."""
+    ``e_c`` for c = 0, 1, 2 zeros per group: 1, 1 and ½ where the group has that many, else 0.
+
+    On NumPy float arrays one compiled loop over the groups where Numba is installed
+    (:func:`_prod_masks_compiled`): the fourteen NumPy calls took 14 µs for 50 entries, the loop 2."""
+    loop = _prod_masks_compiled() if type(x) is np.ndarray and x.dtype.char in "fd" else None
+    if loop is not None and x.size:
+        rows, back = _group_rows(x, axes)
+        zero, nonzero, per_group = loop(rows, PROD_ZEROS)
+        reduced = tuple(n for k, n in enumerate(x.shape) if k not in axes)
+        return (back(zero), back(nonzero), *(per_group[k].reshape(reduced) for k in range(PROD_ZEROS + 2)))
     zero = x == 0
     sign = 1 - 2 * ((x < 0).sum(axis=axes) % 2)
     count = zero.sum(axis=axes)
     return (zero.astype(x.dtype), (~zero).astype(x.dtype), sign.astype(x.dtype),
             *(((count == c) * (0.5 if c == 2 else 1.0)).astype(x.dtype) for c in range(PROD_ZEROS + 1)))
+
+
+def _prod_masks_loop(rows: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # compiled below
+    """:func:`_prod_masks` of each row: Z and 1 − Z, and per row its sign and the coefficients for
+    0 … ``most`` zeros."""
+    groups, n = rows.shape
+    zero = np.empty_like(rows)
+    nonzero = np.empty_like(rows)
+    per_group = np.zeros((most + 2, groups), dtype=rows.dtype)
+    for g in range(groups):
+        zeros = 0
+        negatives = 0
+        for k in range(n):
+            v = rows[g, k]
+            is_zero = v == 0
+            zeros += is_zero
+            negatives += v < 0
+            zero[g, k] = 1.0 if is_zero else 0.0
+            nonzero[g, k] = 0.0 if is_zero else 1.0
+        per_group[0, g] = 1.0 - 2.0 * (negatives % 2)
+        if zeros <= most:
+            per_group[1 + zeros, g] = 0.5 if zeros == 2 else 1.0
+    return zero, nonzero, per_group
+
+
+@functools.cache
+def _prod_masks_compiled() -> Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """:func:`_prod_masks_loop` compiled by Numba (cached on disk), or None without Numba."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, error_model="numpy")(_prod_masks_loop)
 
 
 def _prod_masks_shapes(a: Shape, axes: tuple[int, ...]) -> tuple[Shape, ...]:

@@ -611,6 +611,31 @@ def test_extremum_weights_equal_numpys_mask_over_its_count(axes, layout, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_prod_masks_compiled_equal_numpys(axes, layout, dtype, monkeypatch):
+    """np.prod's masks from the compiled group loop (with Numba) equal the NumPy calls' exactly:
+    zero and nonzero masks, signs, and the coefficients for groups of 0, 1, 2 and more zeros,
+    with a negative zero and a NaN among the entries."""
+    from jacacc.tensor import arrays
+
+    x = np.random.default_rng(len(axes)).integers(-2, 3, (5, 4, 6)).astype(dtype)
+    x[tuple(slice(None) if k in axes else 1 for k in range(3))] = 0.0  # a group of zeros only
+    x[1, 2, 3], x[0, 0, 0] = np.nan, -0.0
+    x = np.asfortranarray(x) if layout == "F" else x
+    got = arrays._prod_masks(x, axes)
+    assert arrays._prod_masks_compiled() is not None
+    monkeypatch.setattr(arrays, "_prod_masks_compiled", lambda: None)
+    want = arrays._prod_masks(x, axes)
+    assert len(got) == len(want) == arrays.PROD_ZEROS + 4
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+    counts = {int(c) for c in (x == 0).sum(axis=axes).ravel()}
+    assert max(counts) > arrays.PROD_ZEROS and (len(axes) > 1 or counts >= {0, 1, 2})  # the coefficients' cases
+
+
 @st.composite
 def _basic_keys(draw):
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
