@@ -111,6 +111,8 @@ class _Source:
         self._temporaries = 0
         #: the name matrix products call (:func:`scipy_matmul`), or "" for NumPy's ``@``
         self.matmul = ""
+        #: the fused kernels the source calls, by global name (rebound to the compiled kernel once hot)
+        self.kernels: dict[str, Any] = {}
 
     def line(self, text: str) -> None:
         self.lines.append("    " + text)
@@ -367,6 +369,8 @@ def compile_program(program: Any) -> Callable[..., list[Any]]:
     exec(compile(text, "<jacacc straight-line program>", "exec"), namespace)  # noqa: S102 - our own source
     run = namespace["straight_line"]
     run.source = text
+    for name, kernel in src.kernels.items():  # past its first compiled call, the source calls the kernel itself
+        kernel.bind_when_hot(namespace, name)
     return run
 
 
@@ -393,7 +397,9 @@ def _fused(src: _Source, kernel: Any, target: str, dtype: str, operands: list[st
     inputs = [f"{x}.reshape(1)" if scalar else f"np.ascontiguousarray({x})" if contiguous else x
               for x, scalar, contiguous in zip(operands, kernel.scalar_inputs, kernel.contiguous_inputs, strict=True)]
     src.line(f"{target} = np.empty({kernel.kernel_shape!r}, {dtype})")
-    src.line(f"{src.bind('kernel', kernel.run)}({', '.join([target, *inputs])})")
+    name = src.bind('kernel', kernel.run)
+    src.kernels[name] = kernel
+    src.line(f"{name}({', '.join([target, *inputs])})")
     if kernel.kernel_shape != kernel.shape:
         src.line(f"{target} = {target}.reshape({kernel.shape!r})")
 

@@ -614,6 +614,24 @@ def test_extremum_weights_equal_numpys_mask_over_its_count(axes, layout, dtype):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("layout", ["C", "F"])
 @pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_shift_extremum_equals_numpys_max_and_min(axes, layout, dtype):
+    """softmax's and logsumexp's shift from the compiled group loop (with Numba) is NumPy's max
+    (min) with the axes kept, exactly: a NaN anywhere in a group, first included, propagates."""
+    from jacacc.tensor.arrays import shift_extremum
+
+    x = np.random.default_rng(len(axes)).integers(0, 3, (5, 4, 6)).astype(dtype)
+    x[1, 2, 3], x[0, 0, 0], x[4, 3, 5], x[2, 0, 0] = np.nan, np.inf, -np.inf, np.nan
+    x = np.asfortranarray(x) if layout == "F" else x
+    for largest in (True, False):
+        want = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
+        got = shift_extremum(x, axes, largest)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
 def test_prod_masks_compiled_equal_numpys(axes, layout, dtype, monkeypatch):
     """np.prod's masks from the compiled group loop (with Numba) equal the NumPy calls' exactly:
     zero and nonzero masks, signs, and the coefficients for groups of 0, 1, 2 and more zeros,

@@ -834,12 +834,32 @@ def test_regions_past_the_compile_budget_run_node_by_node(monkeypatch: pytest.Mo
         for got, want in zip(program(X), reference, strict=True):
             _close(got, want, rtol=1e-14)
     compiled = [k for k in program.fused_kernels if k.first_call_seconds is not None]
-    assert len(compiled) == 1 and all(k.calls == 3 for k in program.fused_kernels)
+    # the compiled kernel is called by the program itself once it has run (run() counts no more)
+    assert len(compiled) == 1 and [k.calls for k in program.fused_kernels].count(3) == 2 and compiled[0].calls == 1
     monkeypatch.setattr(fusion, "COMPILE_BUDGET", 0.0)  # nothing to spend: only the kernel on disk runs
     again = Program(ys, [x])
     for got, want in zip(again(X), reference, strict=True):
         _close(got, want)
     assert [k.first_call_seconds is not None for k in again.fused_kernels].count(True) == 1
+
+
+def test_the_straight_line_program_calls_a_compiled_kernel_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a region's kernel has run compiled, the generated program's global names the Numba
+    kernel, not the wrapper that counts and checks; the values stay the reference's."""
+    monkeypatch.setattr(fusion, "COMPILE_AFTER", 0)
+    x = var("x", (64,))
+    y = einsum("i->", unary("pow", unary("sin", unary("shift", x, 0.5)), 3.0))
+    X = np.linspace(-1.0, 1.0, 64)
+    (want,) = Program([y], [x], fuse_kernels=False)(X)
+    program = Program([y], [x])
+    (kernel,) = program.fused_kernels
+    _close(program(X)[0], want, rtol=1e-14)  # the first call writes the program and compiles the kernel
+    namespace = program._straight_line.__globals__
+    (name,) = [n for n in namespace if n.startswith("kernel")]
+    assert namespace[name] is kernel.kernel
+    for _ in range(3):
+        _close(program(X)[0], want, rtol=1e-14)
+    assert kernel.calls == 1
 
 
 @pytest.mark.parametrize("text, value", [("-1", None), ("soon", None), ("2.5", 2.5), (None, 10.0)])
