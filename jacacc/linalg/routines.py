@@ -196,6 +196,9 @@ def _result_buffer(a: np.ndarray, dtype: np.dtype, overwrite: bool) -> np.ndarra
 def _each(batch: tuple[int, ...], *arrays: np.ndarray) -> Iterator[tuple]:
     """Yield ``(index, matrix of each array at index)`` over the batch: one
     item for an unbatched call, none for an empty batch."""
+    if not batch:  # one matrix: no index to walk (np.ndindex costs a microsecond or two)
+        yield ((), *arrays)
+        return
     for index in np.ndindex(*batch):
         yield (index, *(a[index] for a in arrays))
 
@@ -601,8 +604,9 @@ def _named_triangle(op: str, name: str, A: np.ndarray, lower: bool) -> None:
     if n < 2 or A.size == 0:
         return
     # fast path: a nonzero on the first sub- (super-)diagonal settles it for the usual factor
+    # (one NumPy call for one matrix: the checks cost a 100 × 100 solve of one vector as much as BLAS)
     first = np.diagonal(A, offset=-1 if lower else 1, axis1=-2, axis2=-1)
-    if np.all(np.any(first != 0, axis=-1)):
+    if first.any() if first.ndim == 1 else first.any(axis=-1).all():
         return
     below, above = np.tril_indices(n, -1), np.triu_indices(n, 1)
     named, other = (below, above) if lower else (above, below)
@@ -618,9 +622,9 @@ def _named_triangle(op: str, name: str, A: np.ndarray, lower: bool) -> None:
 
 def _nonsingular_triangle(op: str, A: np.ndarray) -> None:
     """Refuse a triangular matrix with an exact zero on its diagonal."""
-    zero = np.diagonal(A, axis1=-2, axis2=-1) == 0
-    if zero.any():
-        *batch, i = (int(k) for k in np.argwhere(zero)[0])
+    diagonal = np.diagonal(A, axis1=-2, axis2=-1)
+    if not diagonal.all():
+        *batch, i = (int(k) for k in np.argwhere(diagonal == 0)[0])
         raise ValueError(f"{op}: the triangular matrix A{_at(tuple(batch))} is singular (A[{i}, {i}] = 0)")
 
 
