@@ -39,7 +39,7 @@ from jacacc.tensor.evaluate import Program, array_module
 from jacacc.tensor.expr import Tensor, flops_of, fuse_einsums, render, var, zeros
 from jacacc.tensor.factor import Factor, FactorSum, materialize
 from jacacc.tensor.graph import tensor_graph
-from jacacc.tensor.pytree import Arguments, is_container
+from jacacc.tensor.pytree import Arguments, is_container, structure_builder, structure_reader
 from jacacc.tensor.trace import Traced, TracedFunction, trace
 
 __all__ = ["CompressedHessian", "DerivativeExpression", "derivative_expression", "grad", "hessian", "jacobian",
@@ -454,8 +454,24 @@ def _accepting_pytrees(argnum: int | Sequence[int], order: int, make: Callable[[
     several, argnums = _argnums(argnum)
     by_structure: dict[tuple, Callable] = {}
     checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> the positions differentiated
+    # the last structure called with: its leaves read, and the first-order results rebuilt, by
+    # generated code (pytree.structure_reader / structure_builder) where the next call has it too
+    last: list[Any] = []
+
+    def finished(flat: Arguments, positions: tuple[int, ...], build: Callable, result: Any) -> Any:
+        if order == 0:
+            value, grads = result
+            grouped = build(grads)
+            return value, (tuple(grouped) if several else grouped[0])
+        if order == 1:
+            grouped = build(result)
+            return tuple(grouped) if several else grouped[0]
+        return flat.second_order(positions, result, several)
 
     def transformed(*args: Any) -> Any:
+        if last and (leaves := last[0](args)) is not None:
+            _, leafwise, flat, positions, build = last
+            return finished(flat, positions, build, leafwise(*leaves))
         for a in args:  # a plain loop, not ``any`` over a generator: this runs at every call
             if is_container(a):
                 break
@@ -472,14 +488,9 @@ def _accepting_pytrees(argnum: int | Sequence[int], order: int, make: Callable[[
                 raise ValueError(f"argnum {argnum!r}: the arguments there hold no arrays to differentiate")
             leafwise = by_structure[(flat.trees, positions)] = make(flat.function_of_leaves(f), leaves)
         result = leafwise(*flat.leaves)
-        if order == 0:
-            value, grads = result
-            grouped = flat.first_order(positions, grads)
-            return value, (tuple(grouped) if several else grouped[0])
-        if order == 1:
-            grouped = flat.first_order(positions, result)
-            return tuple(grouped) if several else grouped[0]
-        return flat.second_order(positions, result, several)
+        build = structure_builder([flat.trees[a] for a in positions])
+        last[:] = [structure_reader(flat.trees), leafwise, flat.without_leaves(), positions, build]
+        return finished(flat, positions, build, result)
 
     transformed.__name__ = getattr(direct, "__name__", "transformed")
     transformed.__doc__ = direct.__doc__

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Arguments", "flatten", "is_container", "unflatten"]
+__all__ = ["Arguments", "flatten", "is_container", "structure_builder", "structure_reader", "unflatten"]
 
 #: a tree: None for a leaf, else (kind, keys or type, children)
 Tree = Any
@@ -99,6 +99,12 @@ class Arguments:
         self.trees: tuple[Tree, ...] = tuple(trees)
         self.spans: tuple[tuple[int, int], ...] = tuple(spans)
 
+    def without_leaves(self) -> Arguments:
+        """The structure alone (trees and spans), holding no arrays: kept between calls."""
+        kept = object.__new__(Arguments)
+        kept.leaves, kept.trees, kept.spans = [], self.trees, self.spans
+        return kept
+
     def leaf_positions(self, argnums: Sequence[int]) -> tuple[int, ...]:
         """The positions among the leaves of the arguments ``argnums``."""
         return tuple(i for k in argnums for i in range(*self.spans[k]))
@@ -141,3 +147,95 @@ class Arguments:
             return unflatten(self.trees[argnums[0]], [row(0, i, 0) for i in range(size[0])])
         return tuple(unflatten(self.trees[a], [tuple(row(p, i, q) for q in range(len(argnums)))
                                                for i in range(size[p])]) for p, a in enumerate(argnums))
+
+
+class _Writer:
+    """Source of a function over a fixed pytree structure, with the constants it reads bound by name."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {"ndarray": np.ndarray}
+
+    def bind(self, value: Any) -> str:
+        name = f"k{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def function(self, text: str) -> Callable[..., Any]:
+        exec(compile(text, "<jacacc pytree>", "exec"), self.namespace)  # noqa: S102 - our own source
+        return self.namespace["structured"]
+
+
+def _reads(tree: Tree, expr: str, writer: _Writer, checks: list[str], leaves: list[str]) -> None:
+    """The checks that a value ``expr`` has the structure ``tree`` with arrays at its leaves, parents
+    before children, and the expressions of its leaves in order."""
+    if tree is None:
+        checks.append(f"type({expr}) is ndarray")
+        leaves.append(expr)
+        return
+    kind = tree[0]
+    if kind == "dict":
+        keys = writer.bind(tree[1])
+        checks.append(f"type({expr}) is dict and {expr}.keys() == {writer.bind(frozenset(tree[1]))}")
+        for i, child in enumerate(tree[2]):
+            _reads(child, f"{expr}[{keys}[{i}]]", writer, checks, leaves)
+        return
+    children = tree[2] if kind == "namedtuple" else tree[1]
+    spelled = writer.bind(tree[1]) if kind == "namedtuple" else kind
+    checks.append(f"type({expr}) is {spelled} and len({expr}) == {len(children)}")
+    for i, child in enumerate(children):
+        _reads(child, f"{expr}[{i}]", writer, checks, leaves)
+
+
+def structure_reader(trees: Sequence[Tree]) -> Callable[[Sequence[Any]], list[Any] | None]:
+    """A function of a call's arguments returning their leaves where every argument has the
+    structure ``trees`` with NumPy arrays at the leaves (what :class:`Arguments` would find), else
+    None: one generated expression, not a walk of the structure at each call (a list of
+    ``(W, b)`` pairs: 4 µs of :class:`Arguments`, under 1 µs).
+
+    >>> args = ([(np.ones(2), np.zeros(1))], np.eye(2))
+    >>> read = structure_reader(Arguments(args).trees)
+    >>> [leaf.shape for leaf in read(args)], read(([np.ones(2)], np.eye(2)))
+    ([(2,), (1,), (2, 2)], None)
+    """
+    writer, checks, leaves = _Writer(), [f"len(args) == {len(trees)}"], []
+    for k, tree in enumerate(trees):
+        _reads(tree, f"args[{k}]", writer, checks, leaves)
+    text = (f"def structured(args):\n    if {' and '.join(checks)}:\n        return [{', '.join(leaves)}]\n"
+            "    return None\n")
+    return writer.function(text)
+
+
+def _built(tree: Tree, values: list[str], writer: _Writer) -> str:
+    """The expression putting the next of ``values`` (expressions, consumed) into ``tree``'s structure."""
+    if tree is None:
+        return values.pop(0)
+    if tree[0] == "dict":
+        items = ", ".join(f"{k!r}: {_built(child, values, writer)}" for k, child in zip(tree[1], tree[2], strict=True))
+        return "{" + items + "}"
+    if tree[0] == "namedtuple":
+        return f"{writer.bind(tree[1])}({', '.join(_built(child, values, writer) for child in tree[2])})"
+    items = [_built(child, values, writer) for child in tree[1]]
+    return f"[{', '.join(items)}]" if tree[0] == "list" else f"({''.join(item + ', ' for item in items)})"
+
+
+def structure_builder(trees: Sequence[Tree]) -> Callable[[Sequence[Any]], list[Any]]:
+    """A function of leaves (in order) returning one value per tree, each the leaves put into
+    that tree's structure: :func:`unflatten` of every tree at once, generated for them.
+
+    >>> build = structure_builder([('tuple', (None, ('dict', ('a',), (None,)))), None])
+    >>> build([1, 2, 3])
+    [(1, {'a': 2}), 3]
+    """
+    writer = _Writer()
+    count = sum(1 for tree in trees for _ in _leaves_of(tree))
+    values = [f"r[{i}]" for i in range(count)]
+    parts = [_built(tree, values, writer) for tree in trees]
+    return writer.function(f"def structured(r):\n    return [{', '.join(parts)}]\n")
+
+
+def _leaves_of(tree: Tree) -> Any:
+    if tree is None:
+        yield None
+        return
+    for child in (tree[2] if tree[0] in ("dict", "namedtuple") else tree[1]):
+        yield from _leaves_of(child)

@@ -7,6 +7,8 @@ import collections
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import jacacc.tensor as jt
 from jacacc.tensor.pytree import flatten, unflatten
@@ -90,6 +92,64 @@ def test_flatten_and_unflatten_are_inverse():
     leaves, tree = flatten(tree_value)
     assert leaves == [1.0, 2.0, 3.0]
     assert unflatten(tree, leaves) == tree_value
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+@st.composite
+def _pytrees(draw, depth=0):
+    """A pytree of small arrays: lists, tuples, dicts and a named tuple, nested up to three deep."""
+    if depth >= 3 or draw(st.booleans()):
+        return np.full(draw(st.integers(0, 3)), float(draw(st.integers(0, 9))))
+    kind = draw(st.sampled_from(["list", "tuple", "dict", "namedtuple"]))
+    if kind == "namedtuple":
+        return Pair(draw(_pytrees(depth + 1)), draw(_pytrees(depth + 1)))
+    children = draw(st.lists(_pytrees(depth + 1), max_size=3))
+    if kind == "dict":
+        return {f"k{9 - i}": c for i, c in enumerate(children)}  # keys out of sorted order
+    return children if kind == "list" else tuple(children)
+
+
+def _changed(value):
+    """The same value with one container changed (a kind, a length or a key), or a leaf made a number."""
+    if isinstance(value, np.ndarray):
+        return 1.0
+    if isinstance(value, dict):
+        return {**value, "extra": np.ones(1)}
+    if isinstance(value, Pair):
+        return (value.first, value.second)
+    return (tuple if isinstance(value, list) else list)(value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_pytrees(), min_size=1, max_size=3))
+def test_the_generated_reader_and_builder_match_flatten_and_unflatten(args):
+    """The code generated for a call's structure reads the leaves Arguments finds, refuses (None) a
+    call whose structure differs anywhere, and rebuilds every argument as unflatten does."""
+    from jacacc.tensor.pytree import Arguments, structure_builder, structure_reader
+
+    flat = Arguments(args)
+    read = structure_reader(flat.trees)
+    got = read(args)
+    assert got is not None and len(got) == len(flat.leaves)
+    assert all(a is b for a, b in zip(got, flat.leaves, strict=True))
+    for k in range(len(args)):
+        assert read([*args[:k], _changed(args[k]), *args[k + 1:]]) is None
+    assert read([*args, np.ones(1)]) is None
+    rebuilt = structure_builder(flat.trees)(flat.leaves)
+    for value, tree, (a, b) in zip(rebuilt, flat.trees, flat.spans, strict=True):
+        leaves, rebuilt_tree = flatten(value)
+        assert rebuilt_tree == tree and all(x is y for x, y in zip(leaves, flat.leaves[a:b], strict=True))
+        assert type(value) is type(unflatten(tree, flat.leaves[a:b]))
+
+
+def test_a_call_in_another_structure_after_the_first_takes_the_full_path():
+    g = jt.grad(net)
+    g(LAYERS, X)
+    as_lists = [[W, b] for W, b in LAYERS]  # lists, not tuples: the generated reader refuses it
+    assert_same_tree(g(as_lists, X), jax.grad(lambda p: net(p, X, jnp))(as_lists))
+    assert_same_tree(g(LAYERS, X), jax.grad(lambda p: net(p, X, jnp))(LAYERS))
 
 
 @pytest.mark.parametrize("mode", MODES)
