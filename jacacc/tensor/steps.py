@@ -190,7 +190,11 @@ class Contraction:
 
     @staticmethod
     def _presummed(a: Any, axes: tuple[int, ...] | None) -> Any:
-        return a if axes is None else a.sum(axis=axes)
+        if axes is None:
+            return a
+        if all(a.shape[k] == 1 for k in axes):  # unit axes (keepdims): a reshape, not a reduction
+            return a.reshape(tuple(n for k, n in enumerate(a.shape) if k not in axes))
+        return a.sum(axis=axes)
 
     @staticmethod
     def _arranged(a: Any, perm: tuple[int, ...] | None, shape: tuple[int, ...], copied: bool, xp: Any) -> Any:

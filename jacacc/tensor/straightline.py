@@ -154,7 +154,7 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
                                                                         contraction.contraction_list, strict=True)):
         taken = [stack.pop(p) for p in positions]
         taken_letters = [letters.pop(p) for p in positions]
-        taken, taken_letters = _presummed(src, taken, taken_letters, presums)
+        taken, taken_letters = _presummed(src, taken, taken_letters, presums, extent)
         out = entry[2].partition("->")[2]
         name = target if step == last else src.temporary()
         if kind == "multiply":
@@ -204,14 +204,20 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
         src.line(f"{target} = {target}.reshape({contraction.shape!r})")
 
 
-def _presummed(src: _Source, taken: list[str], letters: list[str], presums: tuple) -> tuple[list[str], list[str]]:
+def _presummed(src: _Source, taken: list[str], letters: list[str], presums: tuple,
+               extent: dict[str, int]) -> tuple[list[str], list[str]]:
     """The operands of a pairwise step with the axes that each sums on its own summed first
-    (:meth:`~jacacc.tensor.steps.Contraction._own_sums`), and their letters left."""
+    (:meth:`~jacacc.tensor.steps.Contraction._own_sums`; unit axes reshaped away), and their
+    letters left."""
     operands, terms = [], []
     for operand, term, axes in zip(taken, letters, presums, strict=True):
         if axes is not None:
             summed = src.temporary()
-            src.line(f"{summed} = {operand}.sum(axis={axes!r})")
+            if all(extent[term[k]] == 1 for k in axes):
+                kept = tuple(extent[c] for k, c in enumerate(term) if k not in axes)
+                src.line(f"{summed} = {operand}.reshape({kept!r})")
+            else:
+                src.line(f"{summed} = {operand}.sum(axis={axes!r})")
             if src.is_temporary(operand) and taken.count(operand) == 1:
                 src.line(f"del {operand}")
             operand, term = summed, "".join(c for k, c in enumerate(term) if k not in axes)
