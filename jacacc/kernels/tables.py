@@ -68,11 +68,13 @@ from jacacc.partials import FUNCTIONS, Apply, Const, Expr, Var, numpy_function
 
 __all__ = [
     "CUDA_TABLE_KERNEL",
+    "MULADD",
     "OPERATIONS",
     "InstructionTable",
     "ValueNumbering",
     "cuda_table_source",
     "cupy_table_kernel",
+    "fused_multiply_adds",
     "group_by_operation",
     "host_table_kernel",
     "numba_table_kernel",
@@ -86,14 +88,24 @@ __all__ = [
 _IDENTITIES = frozenset({"pos", "stop_gradient"})
 
 
+#: the interpreters' one instruction of their own, not an operation of :mod:`jacacc.ops`:
+#: ``a·b + c``, a product read only by a sum fused into it (:func:`fused_multiply_adds`), rounded
+#: twice as the two instructions it replaces
+MULADD = "muladd"
+
+
 def _operations() -> tuple[str, ...]:
     """The opcodes, in dispatch order: the schedule's arithmetic first (an interpreter tests them
     first), then every other operation of the table that has a Numba and a CUDA spelling."""
-    hot = ("mul", "add", "sub", "neg", "div", "square")
+    hot = ("mul", "add", "sub", "neg", "div", "square", MULADD)
     rest = sorted(name for name, spec in FUNCTIONS.items()
                   if name not in hot and name not in _IDENTITIES and name != "tangent_seed"
                   and ops.get(name).numba and ops.get(name).cuda)
     return hot + tuple(rest)
+
+
+def _arity(name: str) -> int:
+    return 3 if name == MULADD else FUNCTIONS[name].arity
 
 
 #: every operation an instruction may carry; an instruction's opcode is its index here
@@ -180,11 +192,15 @@ class InstructionTable:
         return cls.from_values(flat, [flat.value(e) for e in results], len(assignments))
 
     @classmethod
-    def from_values(cls, flat: ValueNumbering, results: Sequence[int], statements: int) -> InstructionTable:
+    def from_values(cls, flat: ValueNumbering, results: Sequence[int], statements: int,
+                    fused: bool = False) -> InstructionTable:
         """The table of the instructions ``flat`` holds (:class:`ValueNumbering`, filled by
-        :meth:`ValueNumbering.operation`), returning the values numbered ``results``."""
-        instructions = group_by_operation(flat.instructions)
-        return _allocate(instructions, flat, list(results), flat.n_inputs, statements)
+        :meth:`ValueNumbering.operation`), returning the values numbered ``results``; ``fused``:
+        products read only by a sum fused into it (:func:`fused_multiply_adds`)."""
+        instructions = flat.instructions
+        if fused:
+            instructions = fused_multiply_adds(instructions, results)
+        return _allocate(group_by_operation(instructions), flat, list(results), flat.n_inputs, statements)
 
     def listing(self, limit: int | None = 50) -> str:
         """The instructions as text (``r5 = mul r3 r4``), at most ``limit`` of them."""
@@ -193,7 +209,7 @@ class InstructionTable:
         lines += [f"r{r} = input {k}" for k, r in enumerate(self.input_rows.tolist())]
         shown = self.code if limit is None else self.code[:limit]
         for q, (op, d, a, b) in enumerate(shown.tolist()):
-            arity = FUNCTIONS[OPERATIONS[op]].arity
+            arity = _arity(OPERATIONS[op])
             operands = [a, b, int(self.third[q])][:arity]
             lines.append(f"r{d} = {OPERATIONS[op]} " + " ".join(f"r{x}" for x in operands))
         if len(shown) < self.n_instructions:
@@ -288,6 +304,41 @@ class ValueNumbering:
             number = self.computed[key] = self.new_value()
             self.instructions.append((opcode, number, tuple(operands)))
         return number
+
+
+def fused_multiply_adds(instructions: Sequence[tuple[int, int, tuple[int, ...]]],
+                        results: Sequence[int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The SSA instructions with each ``add`` of a product that nothing else reads (no other
+    instruction, no result) replaced by one :data:`MULADD` of the product's operands and the
+    other addend, and the product dropped: a dot product's ``2k`` instructions become ``k``.
+    The value is the same to the last bit (``a·b + c`` is rounded twice, as the two were; the
+    interpreters spell it without contraction into a fused multiply-add).
+
+    >>> mul, add = _OPCODE["mul"], _OPCODE["add"]
+    >>> prog = [(mul, 2, (0, 1)), (add, 3, (2, 0)), (mul, 4, (0, 0)), (add, 5, (3, 4)), (add, 6, (4, 5))]
+    >>> [(OPERATIONS[op], d, operands) for op, d, operands in fused_multiply_adds(prog, [6])]
+    [('muladd', 3, (0, 1, 0)), ('mul', 4, (0, 0)), ('add', 5, (3, 4)), ('add', 6, (4, 5))]
+    """
+    mul, add, muladd = _OPCODE["mul"], _OPCODE["add"], _OPCODE[MULADD]
+    reads: dict[int, int] = {}
+    for _, _, operands in instructions:
+        for a in operands:
+            reads[a] = reads.get(a, 0) + 1
+    for r in results:
+        reads[r] = reads.get(r, 0) + 2  # a result is never fused away
+    product = {dest: operands for opcode, dest, operands in instructions if opcode == mul}
+    fused: set[int] = set()
+    out: list[tuple[int, int, tuple[int, ...]]] = []
+    for opcode, dest, operands in instructions:
+        if opcode == add:
+            for k in (0, 1):
+                x, other = operands[k], operands[1 - k]
+                if x in product and reads.get(x) == 1 and x not in fused:
+                    fused.add(x)
+                    opcode, operands = muladd, (*product[x], other)
+                    break
+        out.append((opcode, dest, operands))
+    return [instruction for instruction in out if not (instruction[0] == mul and instruction[1] in fused)]
 
 
 def group_by_operation(instructions: Sequence[tuple[int, int, tuple[int, ...]]]) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -399,6 +450,9 @@ def operation_text(name: str, backend: str, operands: Sequence[str]) -> str:
     >>> operation_text("exp", "numba", ["a"]), operation_text("pow", "cuda", ["a", "b"])
     ('_exp(a)', 'pow(a, b)')
     """
+    if name == MULADD:  # never contracted into one rounding: the two instructions' value exactly
+        a, b, c = operands
+        return f"{a} * {b} + {c}" if backend == "numba" else f"jacacc_mul_rn({a}, {b}) + {c}"
     spec = FUNCTIONS[name]
     if spec.form == "prefix":
         return f"-{operands[0]}"
@@ -423,8 +477,8 @@ def numpy_table_kernel(table: InstructionTable) -> Callable[[np.ndarray, np.ndar
     Returns ``run(X, V, J)``: ``X`` of shape ``(N, n_inputs)``; the first ``m = V.shape[1]``
     results are written to ``V``, the others to ``J`` (``(N, len(outputs) − m)``).
     """
-    functions = [numpy_function(name) for name in OPERATIONS]
-    arity = [FUNCTIONS[name].arity for name in OPERATIONS]
+    functions = [(lambda a, b, c: a * b + c) if name == MULADD else numpy_function(name) for name in OPERATIONS]
+    arity = [_arity(name) for name in OPERATIONS]
     code, third = table.code.tolist(), table.third.tolist()
 
     def run(X: np.ndarray, V: np.ndarray, J: np.ndarray) -> None:
@@ -454,7 +508,7 @@ def numba_table_source(fastmath: bool = False, operations: Sequence[str] = OPERA
     third, runs, constants, input_rows, outputs, n_registers)`` runs one point (a tensor program's
     call) with ``interpret_one`` on one vector of registers: 2.2 ns an instruction instead of 4.1
     (an RNN gradient's 57 866 instructions)."""
-    used = vector_math_used(operations)
+    used = vector_math_used(name for name in operations if name != MULADD)
     fm = repr(bool(fastmath))
     lines = numba_preamble(
         "generated by jacacc.kernels.tables: the instruction-table interpreter, one branch per "
@@ -515,7 +569,7 @@ def _interpreter(signature: str, operations: Sequence[str], fm: str,
     for k, name in enumerate(sorted(operations, key=_OPCODE.__getitem__)):
         lines += [f"        {'if' if k == 0 else 'elif'} op == {_OPCODE[name]}:  # {name}",
                   "            for q in range(runs[r, 1], runs[r, 2]):",
-                  *(f"                {line}" for line in body(name, FUNCTIONS[name].arity))]
+                  *(f"                {line}" for line in body(name, _arity(name)))]
     return lines
 
 
@@ -626,6 +680,15 @@ def cuda_table_source(dtype: Any = "float64") -> str:
         "// generated by jacacc.kernels.tables: the instruction-table interpreter, one thread per point",
         *cuda_preamble(dtype),
         "",
+        # muladd's product rounded on its own, as the mul it replaces (nvcc contracts a * b + c)
+        "#ifdef __CUDACC__",
+        "__device__ __forceinline__ double jacacc_mul_rn(double a, double b) { return __dmul_rn(a, b); }",
+        "__device__ __forceinline__ float jacacc_mul_rn(float a, float b) { return __fmul_rn(a, b); }",
+        "#else",
+        "static inline double jacacc_mul_rn(double a, double b) { volatile double p = a * b; return p; }",
+        "static inline float jacacc_mul_rn(float a, float b) { volatile float p = a * b; return p; }",
+        "#endif",
+        "",
         f'extern "C" __global__ void {CUDA_TABLE_KERNEL}(',
         "    const real* __restrict__ X, real* __restrict__ V, real* __restrict__ J, real* __restrict__ R,",
         "    const int* __restrict__ code, const int* __restrict__ third, const int* __restrict__ runs,",
@@ -643,7 +706,7 @@ def cuda_table_source(dtype: Any = "float64") -> str:
         "        switch (op) {",
     ]
     for opcode, name in enumerate(OPERATIONS):
-        arity = FUNCTIONS[name].arity
+        arity = _arity(name)
         operands = ["r[(long long)code[4 * q + 2] * stride]", "r[(long long)code[4 * q + 3] * stride]",
                     "r[(long long)third[q] * stride]"][:arity]
         lines += [f"        case {opcode}:  // {name}",

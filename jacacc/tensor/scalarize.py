@@ -546,7 +546,7 @@ def scalar_program(outputs: Sequence[Tensor], inputs: Sequence[Tensor], dtype: A
         else:
             raise UnsupportedOperationError(f"the scalar tier does not write out nodes of kind {node.kind!r}")
     results = [writer.number(e) for y in outputs for e in np.asarray(values[id(y)], dtype=object).reshape(-1)]
-    table = InstructionTable.from_values(writer.flat, results, len(writer.flat.instructions))
+    table = InstructionTable.from_values(writer.flat, results, len(writer.flat.instructions), fused=True)
     return ScalarProgram(table, [x.shape for x in inputs], [y.shape for y in outputs], dtype, factorized)
 
 

@@ -4,6 +4,8 @@ refused by name where they cannot be written out."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,60 @@ def test_the_table_gives_the_numpy_program_s_derivatives(name, order):
     # the tables of the tests below)
     (got,) = table.reference(POINT)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def _tables(program):
+    """The scalar tier's table of ``program`` (products fused into the sums that alone read them)
+    and the same table without the fusion."""
+    from jacacc.kernels.tables import InstructionTable
+
+    fused = scalarize.scalar_program(program.outputs, program.inputs)
+    build = InstructionTable.from_values.__func__
+    try:
+        InstructionTable.from_values = classmethod(lambda cls, *a, fused=False: build(cls, *a, fused=False))
+        plain = scalarize.scalar_program(program.outputs, program.inputs)
+    finally:
+        InstructionTable.from_values = classmethod(build)
+    return fused, plain
+
+
+# each operation set and dtype compiles interpreters of its own (seconds): one case by default,
+# every function in both dtypes with the exhaustive checks
+_FUSED_CASES = [pytest.param(name, dtype, marks=() if (name, dtype) == ("wood", np.float64) else pytest.mark.exhaustive)
+                for name in sorted(FUNCTIONS) for dtype in (np.float64, np.float32)]
+
+
+@pytest.mark.parametrize(("name", "dtype"), _FUSED_CASES)
+def test_products_fused_into_sums_give_the_same_bits(name, dtype):
+    """A product read only by a sum is one ``muladd`` instruction (rounded twice, as the two it
+    replaces): the table with them has fewer instructions and gives the unfused table's results to
+    the last bit, in the Numba interpreters of one point and of blocks and in NumPy's."""
+    from jacacc.kernels.tables import MULADD, OPERATIONS, numba_table_kernel
+
+    program = derivative_program(FUNCTIONS[name], POINT, 2)
+    fused, plain = _tables(program)
+    assert fused.table.n_instructions < plain.table.n_instructions
+    assert OPERATIONS.index(MULADD) in fused.table.code[:, 0]
+    points = np.random.default_rng(3).normal(size=(5, POINT.size)).astype(dtype)
+    outputs = []
+    for table in (fused.table, plain.table):
+        run = numba_table_kernel(table, np.dtype(dtype).name)
+        V, J = np.empty((5, 0), dtype), np.empty((5, len(table.outputs)), dtype)
+        one_V, one_J = np.empty((1, 0), dtype), np.empty((1, len(table.outputs)), dtype)
+        run.on_this_thread(points[:1], one_V, one_J)
+        run(points, V, J)
+        outputs.append((J.copy(), one_J.copy()))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+    np.testing.assert_array_equal(outputs[0][1], outputs[0][0][:1])
+    np.testing.assert_array_equal(fused.reference(POINT)[0], plain.reference(POINT)[0])
+    if shutil.which("g++") is not None:  # the CUDA interpreter's source, run on the host
+        from jacacc.kernels.tables import host_table_kernel
+
+        J = np.empty((5, len(fused.table.outputs)), dtype)
+        host_table_kernel(fused.table, np.dtype(dtype).name)(points, np.empty((5, 0), dtype), J)
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(J, outputs[1][0], rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("largest", [True, False])
