@@ -150,8 +150,6 @@ def basic_key(positions: np.ndarray, shape: tuple[int, ...]) -> object | None:
     return None if items is None else BasicKey(tuple(items))
 
 
-#: Model of a move's cost (seconds): a copy of ``s`` entries (a basic index, a concatenation's
-#: part) and a gather of ``s`` entries (``ndarray.take``), fitted on one core at 10²-10⁴ entries
 class StridedTake:
     """A gather that is a strided view of the array it reads, copied: a basic index of that
     array (each axis held at one entry or walked evenly), its walked axes transposed into the
@@ -264,6 +262,8 @@ class StridedTake:
         return f"StridedTake([{', '.join(map(item, self.key))}] → {self.order}, {self.shape})"
 
 
+#: Model of a move's cost (seconds): a copy of ``s`` entries (a basic index, a concatenation's
+#: part) and a gather of ``s`` entries (``ndarray.take``), fitted on one core at 10²-10⁴ entries
 COPY_SECONDS = (0.5e-6, 0.35e-9)
 GATHER_SECONDS = (1.0e-6, 1.2e-9)
 
