@@ -88,7 +88,7 @@ _LAZY = {
     **dict.fromkeys(["CUDA_KERNEL_NAME", "THREADS_PER_BLOCK", "CudaCompileError", "cuda_ptx", "cuda_ptx_many", "cuda_source",
                      "cupy_kernel", "host_kernel"], "cuda"),
     **dict.fromkeys(["NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS", "InteriorSplit",
-                     "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_kernel_on_disk", "numba_source",
+                     "cache_root", "cached_module", "compiled_loop", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_kernel_on_disk", "numba_source",
                      "python_kernel", "python_source"], "loops"),
     **dict.fromkeys(["numba_support_kernel", "python_support_kernel", "support_source"], "support"),
 }
@@ -107,6 +107,7 @@ __all__ = [
     "InteriorSplit",
     "cache_root",
     "cached_module",
+    "compiled_loop",
     "call_text",
     "cuda_preamble",
     "cuda_ptx",

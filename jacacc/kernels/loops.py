@@ -666,6 +666,24 @@ def _compiled_module(text: str, numba: Any, parallel: bool, cache: bool, fastmat
     return numba.njit(cache=False, **options)(_load(text, "kernel-numba", namespace))
 
 
+def compiled_loop(function: Callable, **options: Any) -> Callable | None:
+    """A hand-written loop (an operator's inner loop over groups or a batch) compiled by Numba
+    with its on-disk cache, NumPy's error model and ``options``, or None without Numba: the one
+    place the tensor level's and the linear-algebra routines' loops are jitted.  Numba compiles
+    at the first call, once per argument types; the caller keeps the result (``functools.cache``).
+
+    >>> import numpy as np
+    >>> from jacacc.tensor.arrays import _group_extrema_loop   # each row's maximum (a module's function:
+    >>> compiled_loop(_group_extrema_loop)(np.array([[1.0, 3.0], [2.0, 0.0]]), True)   # Numba caches it)
+    array([3., 2.])
+    """
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, error_model="numpy", **options)(function)
+
+
 def cache_root() -> Path | None:
     """The folder of jacacc's caches of compiled code: ``$JACACC_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/jacacc`` (``~/.cache/jacacc``); None where ``JACACC_CACHE_DIR`` is empty

@@ -1269,11 +1269,9 @@ def _getrs_loop(lu: np.ndarray, piv: np.ndarray, X: np.ndarray, transpose: bool)
 @functools.cache
 def _getrs_kernel() -> Callable[..., None] | None:
     """:func:`_getrs_loop` compiled by Numba (cached on disk), or None without Numba."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, nogil=True, error_model="numpy")(_getrs_loop)
+    from jacacc.kernels.loops import compiled_loop
+
+    return compiled_loop(_getrs_loop, nogil=True)
 
 
 def _getrs_across(LU: np.ndarray, piv: np.ndarray, B: np.ndarray, dtype: np.dtype, transpose: bool) -> np.ndarray:

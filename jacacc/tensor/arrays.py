@@ -588,11 +588,9 @@ def _group_weights_loop(rows: np.ndarray, largest: bool) -> np.ndarray:  # compi
 @functools.cache
 def _group_weights() -> Callable[[np.ndarray, bool], np.ndarray] | None:
     """:func:`_group_weights_loop` compiled by Numba (cached on disk), or None without Numba."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, error_model="numpy")(_group_weights_loop)
+    from jacacc.kernels.loops import compiled_loop
+
+    return compiled_loop(_group_weights_loop)
 
 
 register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
@@ -637,11 +635,9 @@ def _group_extrema_loop(rows: np.ndarray, largest: bool) -> np.ndarray:  # compi
 def _group_extrema() -> Callable[[np.ndarray, bool], np.ndarray] | None:
     """:func:`_group_extrema_loop` compiled by Numba (cached on disk), or None without Numba:
     each row's maximum (minimum), a NaN in it propagating as through NumPy's ``max``."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, error_model="numpy")(_group_extrema_loop)
+    from jacacc.kernels.loops import compiled_loop
+
+    return compiled_loop(_group_extrema_loop)
 
 
 register_operator(Operator("shift_extremum", shift_extremum,
@@ -734,11 +730,9 @@ def _prod_masks_loop(rows: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarra
 @functools.cache
 def _prod_masks_compiled() -> Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
     """:func:`_prod_masks_loop` compiled by Numba (cached on disk), or None without Numba."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, error_model="numpy")(_prod_masks_loop)
+    from jacacc.kernels.loops import compiled_loop
+
+    return compiled_loop(_prod_masks_loop)
 
 
 def _prod_masks_shapes(a: Shape, axes: tuple[int, ...]) -> tuple[Shape, ...]:
