@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from jacacc.errors import UnsupportedOperationError
+from jacacc.tensor.arrays import _axes
 from jacacc.tensor.captured import _is_library_module
 from jacacc.tensor.operators import apply_operator
 from jacacc.tensor.trace import _UFUNCS, Traced, _elementwise, _where, register_function
@@ -228,14 +229,13 @@ def _array(obj: Any, dtype: Any = None, *, copy: Any = True, order: Any = "K", s
 
 
 # ---------------------------------------------------------------------------- scipy.special
-def _stable_max(a: Any, axis: Any) -> Any:
+def _stable_max(name: str, a: Any, axis: Any) -> Any:
     """The maximum over ``axis`` (kept) with a zero derivative: the shift that keeps exp finite
     (:func:`~jacacc.tensor.arrays.shift_extremum`; a constant's own maximum for a constant)."""
     if not isinstance(a, Traced):
         return np.max(a, axis=axis, keepdims=True)
     node = a.node
-    axes = tuple(range(node.ndim)) if axis is None else \
-        tuple(sorted({k % node.ndim for k in (axis if isinstance(axis, tuple | list) else (axis,))}))
+    axes = _axes(name, axis, node.shape)
     if not node.ndim or any(node.shape[k] == 0 for k in axes):
         return _elementwise("stop_gradient", np.max(a, axis=axis, keepdims=True))  # np.max's own checks
     return Traced(apply_operator("shift_extremum", [node], axes=axes, largest=True)[0])
@@ -256,7 +256,7 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, 
         raise UnsupportedOperationError("scipy.special.logsumexp with return_sign=True is not supported by "
                                         "jacacc.tensor (the sign is piecewise constant: compute it apart)")
     a = _as_traced(a, None) if _traced_inside(a) else np.asarray(a, dtype=float)
-    m = _stable_max(a, axis)
+    m = _stable_max("scipy.special.logsumexp", a, axis)
     terms = np.exp(a - m) if b is None else b * np.exp(a - m)
     total = np.log(np.sum(terms, axis=axis, keepdims=True)) + m
     return _squeezed(total, axis, a.ndim, keepdims)
@@ -265,14 +265,14 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, 
 @register_library("scipy.special:softmax", "scipy.special._logsumexp:softmax")
 def _softmax(x: Any, axis: Any = None) -> Any:
     x = _as_traced(x, None)
-    shifted = np.exp(x - _stable_max(x, axis))
+    shifted = np.exp(x - _stable_max("scipy.special.softmax", x, axis))
     return shifted / np.sum(shifted, axis=axis, keepdims=True)
 
 
 @register_library("scipy.special:log_softmax", "scipy.special._logsumexp:log_softmax")
 def _log_softmax(x: Any, axis: Any = None) -> Any:
     x = _as_traced(x, None)
-    shifted = x - _stable_max(x, axis)
+    shifted = x - _stable_max("scipy.special.log_softmax", x, axis)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
