@@ -1223,42 +1223,37 @@ ACROSS_MAX_ORDER = 16
 
 def _getrs_loop(lu: np.ndarray, piv: np.ndarray, X: np.ndarray, transpose: bool) -> None:  # compiled by _getrs_kernel
     """Solve every system of the batch in place in ``X`` (shape (batch, n, k), C order) from
-    :func:`getrf`'s factors: the row-by-row substitution of :func:`_getrs_across`."""
+    :func:`getrf`'s factors: the row-by-row substitution of :func:`_getrs_across`.  Its two
+    cases differ in which triangle holds the unit diagonal and in where the interchanges go;
+    ``M`` reads the factors so that both substitute with ``M[b, i, j]``."""
     batch, n, k = X.shape
+    M = lu.transpose(0, 2, 1) if transpose else lu
     for b in range(batch):
-        if transpose:
+        if transpose:  # Aᵀ·X = B: the rows of B interchanged first
             for i in range(n):
                 p = piv[b, i]
                 if p != i:
                     for c in range(k):
                         X[b, i, c], X[b, p, c] = X[b, p, c], X[b, i, c]
-            for i in range(1, n):
-                for j in range(i):
-                    f = lu[b, j, i]
-                    for c in range(k):
-                        X[b, i, c] -= f * X[b, j, c]
-            for i in range(n - 1, -1, -1):
-                for j in range(i + 1, n):
-                    f = lu[b, j, i]
-                    for c in range(k):
-                        X[b, i, c] -= f * X[b, j, c]
-                d = lu[b, i, i]
+        for i in range(n):  # forward: a unit diagonal (transpose) or divided by the diagonal
+            for j in range(i):
+                f = M[b, i, j]
+                for c in range(k):
+                    X[b, i, c] -= f * X[b, j, c]
+            if not transpose:
+                d = M[b, i, i]
                 for c in range(k):
                     X[b, i, c] /= d
-        else:
-            for i in range(n):
-                for j in range(i):
-                    f = lu[b, i, j]
-                    for c in range(k):
-                        X[b, i, c] -= f * X[b, j, c]
-                d = lu[b, i, i]
+        for i in range(n - 1, -1, -1):  # backward: divided by the diagonal (transpose) or a unit one
+            for j in range(i + 1, n):
+                f = M[b, i, j]
+                for c in range(k):
+                    X[b, i, c] -= f * X[b, j, c]
+            if transpose:
+                d = M[b, i, i]
                 for c in range(k):
                     X[b, i, c] /= d
-            for i in range(n - 2, -1, -1):
-                for j in range(i + 1, n):
-                    f = lu[b, i, j]
-                    for c in range(k):
-                        X[b, i, c] -= f * X[b, j, c]
+        if not transpose:  # A·X = B: the interchanges undone last, backwards
             for i in range(n - 1, -1, -1):
                 p = piv[b, i]
                 if p != i:
