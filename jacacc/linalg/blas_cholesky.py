@@ -116,14 +116,9 @@ def symmetrized(x: Tensor) -> Tensor:
     return E.scale(0.5, E.add(x, transposed(x)))
 
 
-def _plus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
-    if a is None:
-        return b
-    return a if b is None else E.add(a, b)
-
-
-def _minus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
-    return _plus(a, None if b is None else E.scale(-1.0, b))
+def _minus(a: Tensor, b: Tensor) -> Tensor:
+    """``a − b`` (a symbolic zero on either side drops out)."""
+    return E.add(a, E.scale(-1.0, b))
 
 
 # ---------------------------------------------------------------------------- multilinear maps
@@ -202,20 +197,20 @@ def _trsm_shapes(a: tuple[int, ...], b: tuple[int, ...], alpha: float, transpose
 
 def _trsm_jvp(outputs, args, tangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
     (X,), (A, _), (dA, dB) = outputs, args, tangents
-    rhs = None if dB is None else E.scale(alpha, dB)
-    if dA is not None:  # X·op(A) = αB or op(A)·X = αB: d op(A) moves to the right-hand side
-        dop = triangle(dA, lower)
-        dop = transposed(dop) if transpose else dop
-        rhs = _minus(rhs, matmul(X, dop) if rightside else matmul(dop, X))
-    if rhs is None:
-        return (None,)
+    # X·op(A) = αB or op(A)·X = αB: d op(A) moves to the right-hand side
+    dop = triangle(dA, lower)
+    dop = transposed(dop) if transpose else dop
+    rhs = _minus(E.scale(alpha, dB), matmul(X, dop) if rightside else matmul(dop, X))
     return (trsm(A, rhs, 1.0, transpose, rightside, lower),)
+
+
+def _trsm_transpose(args, cotangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
+    # linear in B: B ↦ α op(A)⁻¹ B (or α B op(A)⁻¹), whose adjoint solves with op(A)ᵀ
+    return (E.scale(alpha, trsm(args[0], cotangents[0], 1.0, not transpose, rightside, lower)),)
 
 
 def _trsm_vjp(outputs, args, cotangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
     (X,), (A, _), (Xbar,) = outputs, args, cotangents
-    if Xbar is None:
-        return (None, None)
     Y = trsm(A, Xbar, 1.0, not transpose, rightside, lower)  # op(A)⁻ᵀ X̄ (or X̄ op(A)⁻ᵀ)
     G = matmul(X, Y, transpose_a=True) if rightside else matmul(Y, X, transpose_b=True)
     Abar = E.scale(-1.0, transposed(G) if transpose else G)
@@ -237,8 +232,6 @@ def _lower_factor(F: Tensor, lower: bool) -> Tensor:
 
 def _potrf_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
     (F,), (dA,) = outputs, tangents
-    if dA is None:
-        return (None,)
     L = _lower_factor(F, lower)
     W = trsm(L, symmetrized(dA))                                   # L⁻¹ sym(Ȧ)
     V = trsm(L, W, transpose=True, rightside=True)                  # L⁻¹ sym(Ȧ) L⁻ᵀ
@@ -248,8 +241,6 @@ def _potrf_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
 
 def _potrf_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
     (F,), (Fbar,) = outputs, cotangents
-    if Fbar is None:
-        return (None,)
     L, Lbar = _lower_factor(F, lower), _lower_factor(Fbar, lower)
     M = masked(matmul(L, Lbar, transpose_a=True), triangle_mask(L.shape[-1], True, 0.5))   # Φ(Lᵀ L̄)
     R = trsm(L, M, rightside=True)                                  # Φ(Lᵀ L̄) L⁻¹
@@ -268,8 +259,6 @@ def potri(L: Tensor, lower: bool = True) -> Tensor:
 
 def _potri_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
     (C,), (F,), (dF,) = outputs, args, tangents
-    if dF is None:
-        return (None,)
     dF = triangle(dF, lower)
     # A = F Fᵀ (lower) or Fᵀ F (upper); Ċ = −C Ȧ C
     dA = matmul(dF, F, transpose_b=True) if lower else matmul(dF, F, transpose_a=True)
@@ -279,8 +268,6 @@ def _potri_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
 
 def _potri_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
     (C,), (F,), (Cbar,) = outputs, args, cotangents
-    if Cbar is None:
-        return (None,)
     W = matmul(matmul(C, Cbar), C)
     S = E.add(W, transposed(W))
     Fbar = matmul(S, F) if lower else matmul(F, S)
@@ -311,7 +298,8 @@ def _register() -> None:
     from jacacc.tensor.batching import leading_batch
 
     register_operator(Operator("trsm", routines.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
-                               in_place=((1, "overwrite_b"),), scipy_blas=True, batch=leading_batch()))
+                               in_place=((1, "overwrite_b"),), scipy_blas=True, batch=leading_batch(),
+                               linear_in=(1,), transpose=_trsm_transpose))
     register_operator(Operator("potrf", routines.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
                                _cube_flops, in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
     register_operator(Operator("potri", routines.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,

@@ -108,7 +108,7 @@ from jacacc.linalg.blas_cholesky import (
 )
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor
-from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.operators import Operator, apply_operator, register_operator, unary_linear
 
 __all__ = ["eigengap_threshold", "eigengaps", "extractdiag", "extracttrian", "gelqf", "gesv", "inverse", "makediag",
            "maketrian", "slogdet", "syevd"]
@@ -123,14 +123,8 @@ def _labels(batch: int, count: int) -> tuple[str, list[str]]:
     return "".join(letters[:batch]), letters[batch:]
 
 
-def _total(*terms: Tensor | None) -> Tensor | None:
-    """The sum of the terms that are not ``None`` (zero); ``None`` if none is left."""
-    kept = [t for t in terms if t is not None]
-    return E.add(*kept) if kept else None
-
-
-def _negated(x: Tensor | None) -> Tensor | None:
-    return None if x is None else E.scale(-1.0, x)
+def _negated(x: Tensor) -> Tensor:
+    return E.scale(-1.0, x)
 
 
 def _hadamard(x: Tensor, y: Tensor) -> Tensor:
@@ -217,8 +211,6 @@ def _gelqf_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
 
 def _gelqf_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     (Q, L), (dA,) = outputs, tangents
-    if dA is None:
-        return (None, None)
     W = trsm(L, dA)                                       # L⁻¹ Ȧ
     C = matmul(W, Q, transpose_b=True)                    # L⁻¹ Ȧ Qᵀ
     # L⁻¹L̇ is lower triangular and (Q̇Qᵀ skew) its symmetric part is sym(C): it is Φ(C + Cᵀ)
@@ -228,11 +220,8 @@ def _gelqf_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
 
 def _gelqf_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
     (Q, L), (Qbar, Lbar) = outputs, cotangents
-    M = _total(None if Lbar is None else matmul(L, Lbar, transpose_a=True),
-               _negated(None if Qbar is None else matmul(Qbar, Q, transpose_b=True)))
-    if M is None:
-        return (None,)
-    R = _total(Qbar, matmul(_copyltu(M), Q))              # Q̄ + copyltu(M)·Q
+    M = E.add(matmul(L, Lbar, transpose_a=True), _negated(matmul(Qbar, Q, transpose_b=True)))
+    R = E.add(Qbar, matmul(_copyltu(M), Q))               # Q̄ + copyltu(M)·Q
     return (trsm(L, R, transpose=True),)                  # L⁻ᵀ(...)
 
 
@@ -428,14 +417,6 @@ def _eigengaps_shapes(lam: Shape, **_: Any) -> tuple[Shape, Shape]:
     return square, square
 
 
-def _locally_constant_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
-    return (None,) * len(outputs)
-
-
-def _locally_constant_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
-    return (None,) * len(args)
-
-
 def _inverse_gaps(lam: Tensor) -> Tensor:
     """F: ``1/h(λ_i − λ_j)`` off the diagonal, 0 on it (paper 004 §4.4)."""
     n = lam.shape[-1]
@@ -454,8 +435,6 @@ def _syevd_shapes(a: Shape, **_: Any) -> tuple[Shape, Shape]:
 
 def _syevd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, lam), (dA,) = outputs, tangents
-    if dA is None:
-        return (None, None)
     M = matmul(matmul(U, symmetrized(dA)), U, transpose_b=True)          # U sym(Ȧ) Uᵀ
     b, (i,) = _labels(lam.ndim - 1, 1)
     dlam = E.einsum(f"{b}{i}{i}->{b}{i}", M)
@@ -465,14 +444,9 @@ def _syevd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
 
 def _syevd_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, lam), (Ubar, lambar) = outputs, cotangents
-    inner = None
-    if Ubar is not None:
-        inner = symmetrized(_hadamard(matmul(Ubar, U, transpose_b=True), _inverse_gaps(lam)))
-    if lambar is not None:
-        b, (i, j) = _labels(lam.ndim - 1, 2)
-        inner = _total(inner, E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", lambar, E.delta(lam.shape[-1])))
-    if inner is None:
-        return (None,)
+    b, (i, j) = _labels(lam.ndim - 1, 2)
+    inner = E.add(symmetrized(_hadamard(matmul(Ubar, U, transpose_b=True), _inverse_gaps(lam))),
+                  E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", lambar, E.delta(lam.shape[-1])))
     return (matmul(matmul(U, inner, transpose_a=True), U),)                # Uᵀ(...)U
 
 
@@ -632,19 +606,21 @@ def _getrs(A: Tensor, LU: Tensor, piv: Tensor, B: Tensor, transpose: bool) -> Te
 
 def _getrs_jvp(outputs, args, tangents, transpose):  # noqa: ANN001, ANN202
     (X,), (A, LU, piv, _), (dA, _, _, dB) = outputs, args, tangents
-    rhs = dB  # op(A)·X = B: d op(A) moves to the right-hand side; the factors' tangents are not used
-    if dA is not None:
-        rhs = _total(rhs, _negated(matmul(dA, X, transpose_a=transpose)))
-    return (None if rhs is None else _getrs(A, LU, piv, rhs, transpose),)
+    # op(A)·X = B: d op(A) moves to the right-hand side; the factors' tangents are not used
+    rhs = E.add(dB, _negated(matmul(dA, X, transpose_a=transpose)))
+    return (_getrs(A, LU, piv, rhs, transpose),)
+
+
+def _getrs_transpose(args, cotangents, transpose):  # noqa: ANN001, ANN202
+    (A, LU, piv, _), (Xbar,) = args, cotangents
+    return (_getrs(A, LU, piv, Xbar, not transpose),)                      # linear in B: op(A)⁻ᵀ X̄
 
 
 def _getrs_vjp(outputs, args, cotangents, transpose):  # noqa: ANN001, ANN202
     (X,), (A, LU, piv, _), (Xbar,) = outputs, args, cotangents
-    if Xbar is None:
-        return (None,) * 4
     Bbar = _getrs(A, LU, piv, Xbar, not transpose)                      # op(A)⁻ᵀ X̄
     Abar = matmul(X, Bbar, transpose_b=True) if transpose else matmul(Bbar, X, transpose_b=True)
-    return (E.scale(-1.0, Abar), None, None, Bbar)
+    return (E.scale(-1.0, Abar), E.zeros(LU.shape), E.zeros(piv.shape), Bbar)
 
 
 def _getri_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape]:
@@ -660,16 +636,13 @@ def _getri_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, overwrite_lu:
 
 def _getri_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     (X,), (dA, _, _) = outputs, tangents
-    if dA is None:
-        return (None,)
     return (E.scale(-1.0, matmul(matmul(X, dA), X)),)                     # −X Ȧ X
 
 
 def _getri_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
-    (X,), (Xbar,) = outputs, cotangents
-    if Xbar is None:
-        return (None,) * 3
-    return (E.scale(-1.0, matmul(matmul(X, Xbar, transpose_a=True), X, transpose_b=True)), None, None)  # −Xᵀ X̄ Xᵀ
+    (X,), (_, LU, piv), (Xbar,) = outputs, args, cotangents
+    return (E.scale(-1.0, matmul(matmul(X, Xbar, transpose_a=True), X, transpose_b=True)),  # −Xᵀ X̄ Xᵀ
+            E.zeros(LU.shape), E.zeros(piv.shape))
 
 
 def _slogdet_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape, Shape]:
@@ -684,29 +657,17 @@ def _slogdet_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray) -> tuple[np
 
 
 def _slogdet_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
-    (A, LU, piv), (dA, _, _) = args, tangents
-    if dA is None:
-        return (None, None)
+    (sign, _), (A, LU, piv), (dA, _, _) = outputs, args, tangents
     X = apply_operator("getri", [A, LU, piv])[0]
     b, (i, j) = _labels(A.ndim - 2, 2)
-    return (None, E.einsum(f"{b}{j}{i},{b}{i}{j}->{b}", X, dA))           # tr(A⁻¹ Ȧ); the sign is constant
+    return (E.zeros(sign.shape), E.einsum(f"{b}{j}{i},{b}{i}{j}->{b}", X, dA))           # tr(A⁻¹ Ȧ); the sign is constant
 
 
 def _slogdet_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
     (A, LU, piv), (_, lbar) = args, cotangents
-    if lbar is None:
-        return (None,) * 3
     X = apply_operator("getri", [A, LU, piv])[0]
     b, (i, j) = _labels(A.ndim - 2, 2)
-    return (E.einsum(f"{b},{b}{j}{i}->{b}{i}{j}", lbar, X), None, None)   # ℓ̄ A⁻ᵀ
-
-
-def _zero_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(outputs)
-
-
-def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(args)
+    return (E.einsum(f"{b},{b}{j}{i}->{b}{i}{j}", lbar, X), E.zeros(LU.shape), E.zeros(piv.shape))   # ℓ̄ A⁻ᵀ
 
 
 def _lu_flops(a: Shape, **_: Any) -> int:
@@ -717,11 +678,12 @@ def _register_lu() -> None:
     from jacacc.tensor.batching import leading_batch
 
     pivots = leading_batch(integer_positions=(2,))  # (A, LU, piv, …): the pivots are integers
-    register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, _zero_jvp, _zero_vjp, _lu_flops,
-                               in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
+    # the factors are read by getrs, getri and slogdet_lu only, whose derivatives take A's tangent
+    register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, flops=_lu_flops, in_place=((0, "overwrite_a"),),
+                               scipy_blas=True, batch=leading_batch(), zero_derivative=True))
     register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp, _getrs_vjp,
                                lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True,
-                               batch=pivots))
+                               batch=pivots, linear_in=(3,), transpose=_getrs_transpose))
     register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp, _getri_vjp,
                                lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True,
                                batch=pivots))
@@ -823,22 +785,9 @@ def _maketrian_shapes(v: Shape, offset: int, lower: bool) -> tuple[Shape]:
     return (v[:-1] + (n, n),)
 
 
-def _linear_pair(build: Any, adjoint: Any) -> tuple[Any, Any]:
-    """jvp and vjp of a linear operator: ``build`` on the tangent, ``adjoint`` on the cotangent."""
-
-    def jvp(outputs, args, tangents, **options):  # noqa: ANN001, ANN202, ANN003
-        (dx,) = tangents
-        return (None if dx is None else build(dx, **options),)
-
-    def vjp(outputs, args, cotangents, **options):  # noqa: ANN001, ANN202, ANN003
-        (ybar,) = cotangents
-        return (None if ybar is None else adjoint(ybar, **options),)
-
-    return jvp, vjp
-
-
-def _no_flops(*_: Any, **__: Any) -> int:
-    return 0  # data movement only
+def _adjoint_reading_options(adjoint: Any) -> Any:
+    """``adjoint(cotangent, **options)`` as :func:`~jacacc.tensor.operators.unary_linear` calls it."""
+    return lambda ct, x, **options: adjoint(ct, **options)
 
 
 def _register() -> None:
@@ -848,15 +797,15 @@ def _register() -> None:
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("syevd", _syevd_forward, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
-    register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes, _locally_constant_jvp,
-                               _locally_constant_vjp, lambda lam, **_: math.prod(lam) * lam[-1]))
-    for name, kernel, shapes, build, adjoint in [
-        ("extractdiag", routines.extractdiag, _extractdiag_shapes, extractdiag, makediag),
-        ("makediag", routines.makediag, _makediag_shapes, makediag, extractdiag),
-        ("extracttrian", routines.extracttrian, _extracttrian_shapes, extracttrian, maketrian),
-        ("maketrian", routines.maketrian, _maketrian_shapes, maketrian, extracttrian),
+    register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes,
+                               flops=lambda lam, **_: math.prod(lam) * lam[-1], zero_derivative=True))
+    for name, kernel, shapes, adjoint in [
+        ("extractdiag", routines.extractdiag, _extractdiag_shapes, makediag),
+        ("makediag", routines.makediag, _makediag_shapes, extractdiag),
+        ("extracttrian", routines.extracttrian, _extracttrian_shapes, maketrian),
+        ("maketrian", routines.maketrian, _maketrian_shapes, extracttrian),
     ]:
-        register_operator(Operator(name, kernel, shapes, *_linear_pair(build, adjoint), _no_flops))
+        register_operator(unary_linear(name, kernel, shapes, _adjoint_reading_options(adjoint)))
     _register_lu()
 
 

@@ -108,12 +108,6 @@ def _labels(batch: int, count: int) -> tuple[str, list[str]]:
     return "".join(letters[:batch]), letters[batch:]
 
 
-def _total(*terms: Tensor | None) -> Tensor | None:
-    """The sum of the terms that are not ``None`` (zero); ``None`` if none is left."""
-    kept = [t for t in terms if t is not None]
-    return E.add(*kept) if kept else None
-
-
 def _minus(a: Tensor, b: Tensor) -> Tensor:
     return E.add(a, E.scale(-1.0, b))
 
@@ -269,8 +263,6 @@ def _qr_forward(A: np.ndarray, signs: str = "normalized") -> tuple[np.ndarray, n
 
 def _qr_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (Q, R), (dA,) = outputs, tangents
-    if dA is None:
-        return (None, None)
     n = R.shape[-1]
     X = trsm(R, dA, rightside=True, lower=False)                          # Ȧ R⁻¹
     C = matmul(Q, X, transpose_a=True)                                   # Qᵀ Ȧ R⁻¹
@@ -281,11 +273,8 @@ def _qr_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
 
 def _qr_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (Q, R), (Qbar, Rbar) = outputs, cotangents
-    M = _total(None if Rbar is None else matmul(Rbar, R, transpose_b=True),
-               None if Qbar is None else E.scale(-1.0, matmul(Q, Qbar, transpose_a=True)))
-    if M is None:
-        return (None,)
-    B = _total(Qbar, matmul(Q, _copyutl(M)))                              # Q̄ + Q copyutl(M)
+    M = _minus(matmul(Rbar, R, transpose_b=True), matmul(Q, Qbar, transpose_a=True))
+    B = E.add(Qbar, matmul(Q, _copyutl(M)))                              # Q̄ + Q copyutl(M)
     return (trsm(R, B, transpose=True, rightside=True, lower=False),)     # (...) R⁻ᵀ
 
 
@@ -366,8 +355,6 @@ def _gesdd_forward(A: np.ndarray, signs: str = "normalized") -> tuple[np.ndarray
 
 def _gesdd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, s, Vh), (A,), (dA,) = outputs, args, tangents
-    if dA is None:
-        return (None, None, None)
     m, n = A.shape[-2:]
     b, (i, j) = _labels(A.ndim - 2, 2)
     dS = matmul(matmul(U, dA, transpose_a=True), Vh, transpose_b=True)    # Uᵀ Ȧ V
@@ -392,25 +379,19 @@ def _gesdd_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
     (U, s, Vh), (A,), (Ubar, sbar, Vhbar) = outputs, args, cotangents
     m, n = A.shape[-2:]
     b, (i, j) = _labels(s.ndim - 1, 2)
-    Z = None if sbar is None else E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", sbar, E.delta(s.shape[-1]))  # diag(s̄)
-    left_extra = right_extra = None
-    if Ubar is not None or Vhbar is not None:
-        F = _inverse_gaps(s)
-    if Ubar is not None:
-        GU = matmul(U, Ubar, transpose_a=True)                               # Uᵀ Ū
-        Z = _total(Z, _scale_columns(_hadamard(F, _skew(GU)), s))            # (F ∘ (G_U − G_Uᵀ)) S
-        if m > n:  # (Ū − U G_U) S⁻¹, the pullback of U̇'s part outside span(U)
-            left_extra = _scale_columns(_minus(Ubar, matmul(U, GU)), E.unary("reciprocal", s))
-    if Vhbar is not None:
-        GV = matmul(Vh, Vhbar, transpose_b=True)                             # Vᵀ V̄ = Vh V̄hᵀ
-        Z = _total(Z, _scale_rows(_hadamard(F, _skew(GV)), s))               # S (F ∘ (G_V − G_Vᵀ))
-        if n > m:  # S⁻¹ (V̄h − G_Vᵀ Vh)
-            right_extra = _scale_rows(_minus(Vhbar, matmul(GV, Vh, transpose_a=True)), E.unary("reciprocal", s))
-    if Z is None:
-        return (None,)
-    left = _total(matmul(U, Z), left_extra)                                  # U Z (+ (Ū − U G_U) S⁻¹)
+    Z = E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", sbar, E.delta(s.shape[-1]))  # diag(s̄)
+    # F and its clamp only where a singular vector's cotangent reads them
+    F = _inverse_gaps(s) if not (Ubar.is_zero and Vhbar.is_zero) else E.zeros(s.shape + s.shape[-1:])
+    GU = matmul(U, Ubar, transpose_a=True)                                   # Uᵀ Ū
+    GV = matmul(Vh, Vhbar, transpose_b=True)                                 # Vᵀ V̄ = Vh V̄hᵀ
+    Z = E.add(Z, _scale_columns(_hadamard(F, _skew(GU)), s),                 # (F ∘ (G_U − G_Uᵀ)) S
+              _scale_rows(_hadamard(F, _skew(GV)), s))                       # S (F ∘ (G_V − G_Vᵀ))
+    left = matmul(U, Z)
+    if m > n:  # (Ū − U G_U) S⁻¹, the pullback of U̇'s part outside span(U)
+        left = E.add(left, _scale_columns(_minus(Ubar, matmul(U, GU)), E.unary("reciprocal", s)))
     Abar = matmul(left, Vh)
-    if right_extra is not None:
+    if n > m:  # S⁻¹ (V̄h − G_Vᵀ Vh)
+        right_extra = _scale_rows(_minus(Vhbar, matmul(GV, Vh, transpose_a=True)), E.unary("reciprocal", s))
         Abar = E.add(Abar, matmul(U, right_extra))
     return (Abar,)
 
@@ -472,14 +453,6 @@ def _gaps_forward(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(s)
     # s descending: λ = −s² ascends, and its gaps λ_i − λ_j are the s_j² − s_i² of F
     return clamped_gaps(-(s * s), "svd: (near-)repeated singular values", "s_j² − s_i² ", "singular vectors")
-
-
-def _locally_constant_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(outputs)
-
-
-def _locally_constant_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(args)
 
 
 def _inverse_gaps(s: Tensor) -> Tensor:
@@ -546,8 +519,6 @@ def _pinv_forward(A: np.ndarray, rcond: float) -> np.ndarray:
 
 def _pinv_jvp(outputs, args, tangents, rcond):  # noqa: ANN001, ANN202
     (P,), (A,), (dA,) = outputs, args, tangents
-    if dA is None:
-        return (None,)
     minus_P_dA_P = E.scale(-1.0, matmul(matmul(P, dA), P))
     S = matmul(matmul(P, P, transpose_b=True), dA, transpose_b=True)      # P Pᵀ Ȧᵀ
     T = matmul(dA, matmul(P, P, transpose_a=True), transpose_a=True)      # Ȧᵀ Pᵀ P
@@ -557,8 +528,6 @@ def _pinv_jvp(outputs, args, tangents, rcond):  # noqa: ANN001, ANN202
 
 def _pinv_vjp(outputs, args, cotangents, rcond):  # noqa: ANN001, ANN202
     (P,), (A,), (Pbar,) = outputs, args, cotangents
-    if Pbar is None:
-        return (None,)
     minus = E.scale(-1.0, matmul(matmul(P, Pbar, transpose_a=True), P, transpose_b=True))   # −Pᵀ P̄ Pᵀ
     Y = matmul(Pbar, matmul(P, P, transpose_b=True), transpose_a=True)                       # P̄ᵀ P Pᵀ
     Z = matmul(matmul(P, P, transpose_a=True), Pbar, transpose_b=True)                       # Pᵀ P P̄ᵀ
@@ -576,8 +545,8 @@ def _register() -> None:
     register_operator(Operator("qr", _qr_forward, _qr_shapes, _qr_jvp, _qr_vjp, _qr_flops, batch=_batch_rule))
     register_operator(Operator("gesdd", _gesdd_forward, _gesdd_shapes, _gesdd_jvp, _gesdd_vjp, _gesdd_flops,
                                batch=_batch_rule))
-    register_operator(Operator("gesdd_gaps", _gaps_forward, _gaps_shapes, _locally_constant_jvp,
-                               _locally_constant_vjp, lambda s, **_: math.prod(s) * s[-1], batch=_batch_rule))
+    register_operator(Operator("gesdd_gaps", _gaps_forward, _gaps_shapes, flops=lambda s, **_: math.prod(s) * s[-1],
+                               batch=_batch_rule, zero_derivative=True))
     register_operator(Operator("pinv", _pinv_forward, _pinv_shapes, _pinv_jvp, _pinv_vjp, _pinv_flops,
                                batch=_batch_rule))
 

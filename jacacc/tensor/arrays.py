@@ -90,7 +90,7 @@ from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
 from jacacc.ops import array_module
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor, index_letters
-from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.operators import Operator, apply_operator, register_operator, unary_linear
 from jacacc.tensor.trace import Traced, _elementwise_product, _node, register_function, register_method
 
 __all__ = ["BasicKey", "IndexArray", "IndexOutOfBoundsError", "broadcast_node", "concatenate_nodes", "dot_nodes", "drop_unit_axes",
@@ -257,33 +257,17 @@ def _size_flops(shape: Shape, *_: Any, **__: Any) -> int:
     return math.prod(shape)
 
 
-def _zero_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(outputs)
-
-
-def _zero_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
-    return (None,) * len(args)
-
-
-def _unary_linear(name: str, forward: Any, shapes: Any, build: Any, adjoint: Any, flops: Any = _no_flops,
-                  batch: Any = None, device: bool = True, spelling: Any = None) -> None:
-    """Register a linear operator of one argument: pushforward ``build(tangent, arg, **options)``,
-    pullback ``adjoint(cotangent, arg, **options)``, and the options for an argument with
-    leading batch axes ``batch(batch_shape, **options)`` (:mod:`jacacc.tensor.batching`)."""
-
-    def jvp(outputs, args, tangents, **options):  # noqa: ANN001, ANN202, ANN003
-        (dx,) = tangents
-        return (None if dx is None else build(dx, args[0], **options),)
-
-    def vjp(outputs, args, cotangents, **options):  # noqa: ANN001, ANN202, ANN003
-        (ct,) = cotangents
-        return (None if ct is None else adjoint(ct, args[0], **options),)
+def _linear(name: str, forward: Any, shapes: Any, adjoint: Any, flops: Any = _no_flops,
+            batch: Any = None, device: bool = True, spelling: Any = None) -> None:
+    """Register a linear operator of one argument by its transpose ``adjoint(cotangent, arg, **options)``
+    (its pushforward is itself), and the options for an argument with leading batch axes
+    ``batch(batch_shape, **options)`` (:mod:`jacacc.tensor.batching`)."""
 
     def batched(batch_shape, args, flags, **options):  # noqa: ANN001, ANN202, ANN003
         return args, batch(tuple(batch_shape), **options)
 
-    register_operator(Operator(name, forward, shapes, jvp, vjp, flops, batch=None if batch is None else batched,
-                               device=device, spelling=spelling))
+    register_operator(unary_linear(name, forward, shapes, adjoint, flops=flops,
+                                   batch=None if batch is None else batched, device=device, spelling=spelling))
 
 
 def _full_slices(shape: Shape) -> tuple[tuple[Any, ...], ...]:
@@ -449,11 +433,10 @@ def _reshape_forward(x: np.ndarray, shape: Shape) -> np.ndarray:
     return _fresh(x.reshape(shape), x)
 
 
-_unary_linear("reshape", _reshape_forward, _reshape_shapes,
-              lambda dx, x, shape: reshape_node(dx, shape), lambda ct, x, shape: reshape_node(ct, x.shape),
-              batch=lambda batch_shape, shape: {"shape": batch_shape + tuple(shape)},
-              # a copy of its own, as _fresh gives: the program may write into the result
-              spelling=lambda args, shape: f"{args[0]}.reshape({tuple(shape)!r}).copy()")
+_linear("reshape", _reshape_forward, _reshape_shapes, lambda ct, x, shape: reshape_node(ct, x.shape),
+        batch=lambda batch_shape, shape: {"shape": batch_shape + tuple(shape)},
+        # a copy of its own, as _fresh gives: the program may write into the result
+        spelling=lambda args, shape: f"{args[0]}.reshape({tuple(shape)!r}).copy()")
 
 
 # ---------------------------------------------------------------------------- reductions
@@ -593,8 +576,8 @@ def _group_weights() -> Callable[[np.ndarray, bool], np.ndarray] | None:
     return compiled_loop(_group_weights_loop)
 
 
-register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
-                           _size_flops, device=True))
+register_operator(Operator("extremum_weights", extremum_weights, lambda a, **_: (a,), flops=_size_flops,
+                           device=True, zero_derivative=True))
 
 
 def shift_extremum(x: np.ndarray, axes: tuple[int, ...], largest: bool) -> np.ndarray:
@@ -642,7 +625,7 @@ def _group_extrema() -> Callable[[np.ndarray, bool], np.ndarray] | None:
 
 register_operator(Operator("shift_extremum", shift_extremum,
                            lambda a, axes, **_: (tuple(1 if k in axes else n for k, n in enumerate(a)),),
-                           _zero_jvp, _zero_vjp, _size_flops, device=True))
+                           flops=_size_flops, device=True, zero_derivative=True))
 
 #: Zeros per reduced group up to which ``prod``'s expression is exact to every order (see the module notes).
 PROD_ZEROS = 2
@@ -740,8 +723,8 @@ def _prod_masks_shapes(a: Shape, axes: tuple[int, ...]) -> tuple[Shape, ...]:
     return (a, a, reduced, *(reduced,) * (PROD_ZEROS + 1))
 
 
-register_operator(Operator("prod_masks", _prod_masks, _prod_masks_shapes, _zero_jvp, _zero_vjp, _size_flops,
-                           device=True))
+register_operator(Operator("prod_masks", _prod_masks, _prod_masks_shapes, flops=_size_flops, device=True,
+                           zero_derivative=True))
 
 
 def _moment(name: str, root: bool, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, keepdims: bool,
@@ -810,11 +793,10 @@ def _cumsum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     return xp.cumsum(x, axis)
 
 
-_unary_linear("cumsum", _cumsum, lambda a, **_: (a,),
-              lambda dx, x, axis, reverse: apply_operator("cumsum", [dx], axis=axis, reverse=reverse)[0],
-              # the transpose of a running sum is the running sum from the other end
-              lambda ct, x, axis, reverse: apply_operator("cumsum", [ct], axis=axis, reverse=not reverse)[0],
-              _size_flops, lambda batch_shape, axis, reverse: {"axis": axis + len(batch_shape), "reverse": reverse})
+_linear("cumsum", _cumsum, lambda a, **_: (a,),
+        # the transpose of a running sum is the running sum from the other end
+        lambda ct, x, axis, reverse: apply_operator("cumsum", [ct], axis=axis, reverse=not reverse)[0],
+        _size_flops, lambda batch_shape, axis, reverse: {"axis": axis + len(batch_shape), "reverse": reverse})
 
 
 # ---------------------------------------------------------------------------- basic indexing
@@ -958,16 +940,14 @@ def _batched_key(batch_shape: Shape, key: BasicKey) -> BasicKey:
     return BasicKey(_full_slices(batch_shape) + key.items)
 
 
-_unary_linear("index", _index_forward, _index_shapes,
-              lambda dx, x, key: index_node(dx, key),
-              lambda ct, x, key: apply_operator("index_scatter", [ct], key=key, shape=x.shape)[0],
-              batch=lambda batch_shape, key: {"key": _batched_key(batch_shape, key)},
-              spelling=lambda args, key: f"{args[0]}[{_subscript(key)}].copy()")
-_unary_linear("index_scatter", _index_scatter, lambda a, key, shape: (tuple(shape),),
-              lambda dt, t, key, shape: apply_operator("index_scatter", [dt], key=key, shape=shape)[0],
-              lambda ct, t, key, shape: index_node(ct, key),
-              batch=lambda batch_shape, key, shape: {"key": _batched_key(batch_shape, key),
-                                                     "shape": batch_shape + tuple(shape)})
+_linear("index", _index_forward, _index_shapes,
+        lambda ct, x, key: apply_operator("index_scatter", [ct], key=key, shape=x.shape)[0],
+        batch=lambda batch_shape, key: {"key": _batched_key(batch_shape, key)},
+        spelling=lambda args, key: f"{args[0]}[{_subscript(key)}].copy()")
+_linear("index_scatter", _index_scatter, lambda a, key, shape: (tuple(shape),),
+        lambda ct, t, key, shape: index_node(ct, key),
+        batch=lambda batch_shape, key, shape: {"key": _batched_key(batch_shape, key),
+                                               "shape": batch_shape + tuple(shape)})
 
 
 # ---------------------------------------------------------------------------- advanced indexing
@@ -1072,16 +1052,12 @@ def _lead(batch_shape: Shape, **options: Any) -> dict[str, Any]:
     return {**options, "lead": lead + len(batch_shape)}
 
 
-_unary_linear("gather", _gather, _gather_shapes,
-              lambda dx, x, index, lead=0: apply_operator("gather", [dx], index=index, lead=lead)[0],
-              lambda ct, x, index, lead=0: apply_operator("scatter_add", [ct], index=index, shape=x.shape,
-                                                          lead=lead)[0],
-              batch=_lead)
-_unary_linear("scatter_add", _scatter_add, lambda a, index, shape, lead=0: (tuple(shape),),
-              lambda dt, t, index, shape, lead=0: apply_operator("scatter_add", [dt], index=index, shape=shape,
-                                                                 lead=lead)[0],
-              lambda ct, t, index, shape, lead=0: apply_operator("gather", [ct], index=index, lead=lead)[0],
-              batch=_lead)
+_linear("gather", _gather, _gather_shapes,
+        lambda ct, x, index, lead=0: apply_operator("scatter_add", [ct], index=index, shape=x.shape, lead=lead)[0],
+        batch=_lead)
+_linear("scatter_add", _scatter_add, lambda a, index, shape, lead=0: (tuple(shape),),
+        lambda ct, t, index, shape, lead=0: apply_operator("gather", [ct], index=index, lead=lead)[0],
+        batch=_lead)
 
 
 def _holds_traced(items: Any) -> bool:
@@ -1132,17 +1108,8 @@ def _concatenate_shapes(*shapes: Shape, axis: int) -> tuple[Shape]:
     return (first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1:],)
 
 
-def _concatenate_jvp(outputs, args, tangents, axis):  # noqa: ANN001, ANN202
-    if all(t is None for t in tangents):
-        return (None,)
-    parts = [E.zeros(x.shape) if t is None else t for x, t in zip(args, tangents, strict=True)]
-    return (apply_operator("concatenate", parts, axis=axis)[0],)
-
-
-def _concatenate_vjp(outputs, args, cotangents, axis):  # noqa: ANN001, ANN202
+def _concatenate_transpose(args, cotangents, axis):  # noqa: ANN001, ANN202
     (ct,) = cotangents
-    if ct is None:
-        return (None,) * len(args)
     pieces, start = [], 0
     for x in args:  # the transpose of a concatenation cuts the cotangent into the same pieces
         n = x.shape[axis]
@@ -1160,8 +1127,8 @@ def _concatenate_batch(batch_shape, args, flags, axis):  # noqa: ANN001, ANN202
 
 
 register_operator(Operator("concatenate", lambda *xs, axis: array_module(xs).concatenate(xs, axis=axis),
-                           _concatenate_shapes, _concatenate_jvp, _concatenate_vjp, _no_flops,
-                           batch=_concatenate_batch, device=True))
+                           _concatenate_shapes, batch=_concatenate_batch, device=True,
+                           linear_in="all", transpose=_concatenate_transpose))
 
 
 @register_function(np.concatenate)
@@ -1264,10 +1231,9 @@ def _unpad(ct: Tensor, x: Tensor, widths: tuple[tuple[int, int], ...]) -> Tensor
     return _basic_index(ct, tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape, strict=True)))
 
 
-_unary_linear("pad", lambda x, widths: array_module((x,)).pad(x, widths),
-              lambda a, widths: (tuple(n + b + c for n, (b, c) in zip(a, widths, strict=True)),),
-              lambda dx, x, widths: apply_operator("pad", [dx], widths=widths)[0], _unpad,
-              batch=lambda batch_shape, widths: {"widths": ((0, 0),) * len(batch_shape) + tuple(widths)})
+_linear("pad", lambda x, widths: array_module((x,)).pad(x, widths),
+        lambda a, widths: (tuple(n + b + c for n, (b, c) in zip(a, widths, strict=True)),), _unpad,
+        batch=lambda batch_shape, widths: {"widths": ((0, 0),) * len(batch_shape) + tuple(widths)})
 
 
 @register_function(np.diff)
@@ -1323,21 +1289,13 @@ def _method_sort(a: Traced, *args: Any, **kwargs: Any) -> Any:
                                     "use y = np.sort(x)")
 
 
-# ``lead``: leading (batch) axes of the values that the permutation lacks (it is the same for each)
-def _permutation_jvp(name: str) -> Any:
-    def jvp(outputs, args, tangents, axis, lead=0):  # noqa: ANN001, ANN202
-        dt = tangents[0]  # the permutation's own tangent is zero
-        return (None if dt is None else apply_operator(name, [dt, args[1]], axis=axis, lead=lead)[0],)
+# ``lead``: leading (batch) axes of the values that the permutation lacks (it is the same for each);
+# linear in the values, the permutation (an argsort's) held fixed
+def _permutation_transpose(transpose: str) -> Any:
+    def adjoint(args, cotangents, axis, lead=0):  # noqa: ANN001, ANN202
+        return (apply_operator(transpose, [cotangents[0], args[1]], axis=axis, lead=lead)[0],)
 
-    return jvp
-
-
-def _permutation_vjp(transpose: str) -> Any:
-    def vjp(outputs, args, cotangents, axis, lead=0):  # noqa: ANN001, ANN202
-        (ct,) = cotangents
-        return (None if ct is None else apply_operator(transpose, [ct, args[1]], axis=axis, lead=lead)[0], None)
-
-    return vjp
+    return adjoint
 
 
 def _permutation_batch(batch_shape, args, flags, axis, lead=0):  # noqa: ANN001, ANN202
@@ -1370,15 +1328,13 @@ def _argsort(x: np.ndarray, axis: int) -> np.ndarray:
     return np.argsort(x, axis=axis, kind="stable") if xp is np else xp.argsort(x, axis=axis)
 
 
-register_operator(Operator("argsort", _argsort, _same_shape, _zero_jvp, _zero_vjp,
-                           lambda a, axis: math.prod(a) * max(1, math.ceil(math.log2(max(a[axis], 2)))),
-                           device=True))
-register_operator(Operator("take_along", _take_along, _same_shape,
-                           _permutation_jvp("take_along"), _permutation_vjp("put_along"), _no_flops,
-                           batch=_permutation_batch, device=True))
-register_operator(Operator("put_along", _put_along, _same_shape,
-                           _permutation_jvp("put_along"), _permutation_vjp("take_along"), _no_flops,
-                           batch=_permutation_batch, device=True))
+register_operator(Operator("argsort", _argsort, _same_shape,
+                           flops=lambda a, axis: math.prod(a) * max(1, math.ceil(math.log2(max(a[axis], 2)))),
+                           device=True, zero_derivative=True))
+register_operator(Operator("take_along", _take_along, _same_shape, batch=_permutation_batch, device=True,
+                           linear_in=(0,), transpose=_permutation_transpose("put_along")))
+register_operator(Operator("put_along", _put_along, _same_shape, batch=_permutation_batch, device=True,
+                           linear_in=(0,), transpose=_permutation_transpose("take_along")))
 
 
 # ---------------------------------------------------------------------------- products

@@ -32,12 +32,12 @@ Examples
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from jacacc.tensor.batching import batched
-from jacacc.tensor.expr import Tensor, einsum, index_letters, var, zeros
+from jacacc.tensor.expr import Tensor, einsum, index_letters, zeros
 from jacacc.tensor.factor import Factor, FactorSum, add_factors, materialize, product_of
+from jacacc.tensor.operators import placeholder
 
 __all__ = ["Composed", "FactorMap", "LinearPartial", "OperatorPartial", "Summed",
            "accumulate_by_sweeps", "add_partials", "chain"]
@@ -106,17 +106,9 @@ class LinearPartial:
         return f"{type(self).__name__}({self.layout()})"
 
 
-_PLACEHOLDERS = itertools.count()
-
-
-def _placeholder(shape: Shape) -> Tensor:
-    """A fresh variable standing for a batch of tangents or cotangents while a rule is built."""
-    return var(f"<sweep seed {next(_PLACEHOLDERS)}>", shape)
-
-
 class OperatorPartial(LinearPartial):
     """∂(output ``node``)/∂(argument ``k``) of a general function: its operator's
-    declared ``jvp`` and ``vjp`` (:class:`~jacacc.tensor.operators.Operator`), batched."""
+    pushforward and pullback (:class:`~jacacc.tensor.operators.Operator`), batched."""
 
     def __init__(self, node: Tensor, k: int) -> None:
         from jacacc.tensor.operators import get_operator, outputs_of
@@ -131,11 +123,10 @@ class OperatorPartial(LinearPartial):
     def pushforward(self, jac: Jacobian | None, batch_shape: Shape) -> Jacobian | None:
         if jac is None:
             return None
-        tangent = _placeholder(self.inp_shape)
-        tangents: list[Tensor | None] = [None] * len(self.node.args)
-        tangents[self.k] = tangent
-        pushed = self.operator.jvp(self.outputs, self.node.args, tuple(tangents), **self.options)[self.index]
-        if pushed is None:
+        tangent = placeholder(self.inp_shape)
+        tangents = [tangent if m == self.k else zeros(a.shape) for m, a in enumerate(self.node.args)]
+        pushed = self.operator.pushforward(self.outputs, self.node.args, tangents, **self.options)[self.index]
+        if pushed.is_zero:
             return None
         (b,) = batched([pushed], {tangent: _batch_first(jac, batch_shape, False)}, batch_shape)
         return _jacobian(b, batch_shape, self.out_shape, False)
@@ -145,11 +136,11 @@ class OperatorPartial(LinearPartial):
 
     def joint_pullback(self, jacobians: dict[int, Jacobian], batch_shape: Shape) -> Jacobian | None:
         """Argument ``k``'s pullback from those of several outputs of the application
-        (output index → ∂start/∂output), through one call of the ``vjp``."""
-        seeds = {i: _placeholder(self.outputs[i].shape) for i in jacobians}
-        given = tuple(seeds.get(i) for i in range(len(self.outputs)))
-        pulled = self.operator.vjp(self.outputs, self.node.args, given, **self.options)[self.k]
-        if pulled is None:
+        (output index → ∂start/∂output), through one call of the pullback."""
+        seeds = {i: placeholder(self.outputs[i].shape) for i in jacobians}
+        given = tuple(seeds.get(i, zeros(o.shape)) for i, o in enumerate(self.outputs))
+        pulled = self.operator.pullback(self.outputs, self.node.args, given, **self.options)[self.k]
+        if pulled.is_zero:
             return None
         bound = {seeds[i]: _batch_first(jac, batch_shape, True) for i, jac in jacobians.items()}
         (b,) = batched([pulled], bound, batch_shape)

@@ -104,8 +104,6 @@ from jacacc.tensor.arrays import (
     _options,
     _size_flops,
     _split,
-    _zero_jvp,
-    _zero_vjp,
     concatenate_nodes,
     insert_unit_axes,
     reshape_node,
@@ -606,9 +604,9 @@ def _piecewise_forward(x: np.ndarray, how: str, option: Any = None) -> np.ndarra
     return _PIECEWISE[how](array_module((x,)), x, option)
 
 
-register_operator(Operator("piecewise_constant", _piecewise_forward, lambda a, **_: (a,), _zero_jvp, _zero_vjp,
-                           _size_flops, batch=lambda batch_shape, args, flags, **options: (args, options),
-                           device=True))
+register_operator(Operator("piecewise_constant", _piecewise_forward, lambda a, **_: (a,), flops=_size_flops,
+                           batch=lambda batch_shape, args, flags, **options: (args, options), device=True,
+                           zero_derivative=True))
 
 
 def _piecewise(how: str, x: Any, option: Any = None) -> Traced:
@@ -675,8 +673,9 @@ def _remainder_shapes(a: Shape, b: Shape, **_: Any) -> tuple[Shape, Shape]:
     return (a, a)
 
 
-register_operator(Operator("remainder_parts", _remainder_forward, _remainder_shapes, _zero_jvp, _zero_vjp,
-                           lambda a, b, **_: 4 * math.prod(a), batch=_remainder_batch, device=True))
+register_operator(Operator("remainder_parts", _remainder_forward, _remainder_shapes,
+                           flops=lambda a, b, **_: 4 * math.prod(a), batch=_remainder_batch, device=True,
+                           zero_derivative=True))
 
 
 def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:

@@ -10,10 +10,27 @@ BLAS/LAPACK compute in ``O(n³)``.  An :class:`Operator` declares
 
 * ``forward``: the NumPy computation (one array or a tuple of them),
 * ``output_shapes``: the shapes of its outputs from those of its arguments,
-* ``jvp`` and ``vjp``: the pushforward and pullback *as tensor expressions*,
-  written with the operators themselves and einsums, so that a derivative
-  of a derivative works (Hessians through a Cholesky factor),
-* ``flops``: its forward FLOPs, for the cost reported by ``.flops``.
+* ``jvp``: the pushforward *as a tensor expression*, written with the
+  operators themselves and einsums, so that a derivative of a derivative
+  works (Hessians through a Cholesky factor),
+* ``flops``: its forward FLOPs, for the cost reported by ``.flops``,
+
+and, as JAX does (Frostig, Johnson, Maclaurin, Paszke & Radul, "Decomposing
+reverse-mode automatic differentiation", 2021), gets its pullback by
+*transposing* that pushforward (:mod:`jacacc.tensor.transpose`): the
+pushforward is linear in the tangents, and its transpose applied to a
+cotangent is the pullback.  A hand-written ``vjp`` is declared only where it
+measures faster (``experiments/operator_pullbacks.py``).  An operator that is
+*linear* in some of its arguments (``linear_in``: a reshape, a gather, a
+triangular solve in its right-hand side) declares its ``transpose`` there,
+which transposition needs, and a wholly linear one needs no ``jvp`` at all:
+its pushforward is the operator applied to the tangents (JAX's
+``deflinear``).  An operator whose derivative is zero wherever it exists (an
+argsort, the pivots of an LU factorization) says so with ``zero_derivative``.
+
+Zero tangents and cotangents are the symbolic zero
+:func:`~jacacc.tensor.expr.zeros` of the right shape, which products,
+sums and linear operators propagate without a test at each use.
 
 :func:`apply_operator` builds the expression nodes (kind ``"op"``, one per
 output); ``jacacc.tensor`` differentiates them through
@@ -24,32 +41,52 @@ Examples
 --------
 >>> import numpy as np
 >>> from jacacc.tensor.expr import const, einsum, render, var
->>> def double_vjp(outputs, args, cotangents, **options):
-...     (c,) = cotangents
-...     return (None if c is None else einsum(",ij->ij", const(2.0), c),)
->>> double = Operator("double_example", lambda a: 2 * a, lambda s: (s,),
-...                   lambda outputs, args, tangents: (einsum(",ij->ij", const(2.0), tangents[0]),),
-...                   double_vjp, lambda s: int(np.prod(s)))
->>> register_operator(double)
->>> (y,) = apply_operator("double_example", [var("A", (2, 2))])
+>>> def cube_jvp(outputs, args, tangents):
+...     (a,), (t,) = args, tangents
+...     return (einsum(",ij,ij,ij->ij", const(3.0), a, a, t),)
+>>> cube = Operator("cube_example", lambda a: a**3, lambda s: (s,), cube_jvp,
+...                 flops=lambda s: 2 * int(np.prod(s)))
+>>> register_operator(cube)
+>>> A = var("A", (2, 2))
+>>> (y,) = apply_operator("cube_example", [A])
 >>> y.kind, y.shape, str(render(y))
-('op', (2, 2), 'double_example(A)')
+('op', (2, 2), 'cube_example(A)')
+>>> (pulled,) = cube.pullback((y,), (A,), (var("C", (2, 2)),))   # transposed from cube_jvp
+>>> print(pulled)
+einsum(ij,ij,ij,->ij)(C, A, A, 3)
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jacacc.errors import RegistryError
-from jacacc.tensor.expr import OPERATORS, Tensor, operator_node
+from jacacc.errors import RegistryError, TraceError
+from jacacc.tensor.expr import OPERATORS, Tensor, operator_node, var, zeros
 
-__all__ = ["Operator", "apply_operator", "get_operator", "outputs_of", "register_operator"]
+__all__ = ["Operator", "apply_operator", "get_operator", "outputs_of", "placeholder", "register_operator",
+           "unary_linear"]
+
+Shape = tuple[int, ...]
+
+
+def _no_flops(*_: Any, **__: Any) -> int:
+    return 0
+
+
+_PLACEHOLDERS = itertools.count()
+
+
+def placeholder(shape: Shape) -> Tensor:
+    """A fresh variable standing for a tangent or a cotangent while a rule is built."""
+    return var(f"<placeholder {next(_PLACEHOLDERS)}>", tuple(shape))
+
 
 @dataclass(frozen=True)
 class Operator:
-    """A general function with a declared pushforward and pullback.
+    """A general function with a declared pushforward; its pullback by transposition.
 
     Attributes
     ----------
@@ -59,13 +96,17 @@ class Operator:
     output_shapes : callable
         ``output_shapes(*shapes, **options)`` → tuple of output shapes;
         raises ``ValueError`` with a clear message for shapes the operator refuses.
-    jvp : callable
+    jvp : callable or None
         ``jvp(outputs, args, tangents, **options)`` → one tangent expression per
-        output (``None``: zero); ``tangents`` has one expression or ``None`` per
-        argument.
-    vjp : callable
+        output, linear in ``tangents`` (one expression per argument, the symbolic
+        zero where an argument has none).  ``None`` for a wholly linear operator
+        (``linear_in``): its pushforward is the operator applied to the tangents.
+    vjp : callable or None
         ``vjp(outputs, args, cotangents, **options)`` → one cotangent expression
-        per argument (``None``: zero); ``cotangents`` has one per output.
+        per argument (``cotangents``: one per output, zeros where absent).  ``None``:
+        the transpose of ``jvp`` (:func:`jacacc.tensor.transpose.transpose_linear`),
+        or of the operator itself where it is linear; a hand-written one is kept
+        where it measures faster.
     flops : callable
         ``flops(*shapes, **options)`` → FLOPs of one forward evaluation.
     in_place : tuple of (int, str)
@@ -95,19 +136,116 @@ class Operator:
         Whether ``forward`` also takes CuPy arrays (it is written against its arguments' array
         module, :func:`jacacc.ops.array_module`).  The evaluator refuses CuPy arrays for an
         operator without it (LAPACK through SciPy, say) with a clear error.
+    linear_in : tuple of int, or "all"
+        The argument positions in which the operator is (jointly) linear, the others held fixed:
+        a triangular solve's right-hand side; ``"all"`` for every argument, however many (the
+        pieces of a concatenation).  Where ``jvp`` is
+        ``None`` the operator's other arguments are data it does not differentiate (indices, a
+        permutation).
+    transpose : callable or None
+        ``transpose(args, cotangents, **options)`` → one cotangent expression per position of
+        ``linear_in``: the adjoint of the linear map ``args[linear_in] ↦ outputs``, which must not
+        read the linear arguments (it is the same map at every point).  Required with ``linear_in``.
+    zero_derivative : bool
+        The derivative is zero wherever it exists (an argsort, a floor, LU's pivots): no ``jvp``.
     """
 
     name: str
     forward: Callable[..., Any]
     output_shapes: Callable[..., tuple[tuple[int, ...], ...]]
-    jvp: Callable[..., tuple[Tensor | None, ...]]
-    vjp: Callable[..., tuple[Tensor | None, ...]]
-    flops: Callable[..., int]
+    jvp: Callable[..., tuple[Tensor, ...]] | None = None
+    vjp: Callable[..., tuple[Tensor, ...]] | None = None
+    flops: Callable[..., int] = _no_flops
     in_place: tuple[tuple[int, str], ...] = ()
     batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
     device: bool = False
     spelling: Callable[..., str] | None = None
     scipy_blas: bool = False
+    linear_in: tuple[int, ...] | str = ()
+    transpose: Callable[..., tuple[Tensor, ...]] | None = None
+    zero_derivative: bool = False
+
+    def __post_init__(self) -> None:
+        if self.zero_derivative and (self.jvp or self.vjp or self.linear_in or self.transpose):
+            raise RegistryError(f"operator {self.name!r}: zero_derivative excludes jvp, vjp, linear_in and transpose")
+        if bool(self.linear_in) != (self.transpose is not None):
+            raise RegistryError(f"operator {self.name!r}: linear_in and transpose are declared together")
+        if isinstance(self.linear_in, str) and self.linear_in != "all":
+            raise RegistryError(f"operator {self.name!r}: linear_in is positions or 'all', got {self.linear_in!r}")
+        if not self.zero_derivative and self.jvp is None and not self.linear_in:
+            raise RegistryError(f"operator {self.name!r}: declare its jvp, or linear_in and transpose for a linear "
+                                f"operator, or zero_derivative")
+
+    def linear_positions(self, n_args: int) -> tuple[int, ...]:
+        """The positions of ``linear_in`` among ``n_args`` arguments."""
+        return tuple(range(n_args)) if self.linear_in == "all" else tuple(self.linear_in)
+
+    # ------------------------------------------------------------------ derivatives
+    def pushforward(self, outputs: Sequence[Tensor], args: Sequence[Tensor], tangents: Sequence[Tensor],
+                    **options: Any) -> tuple[Tensor, ...]:
+        """The outputs' tangents from the arguments' (``tangents``: one per argument, zeros where absent)."""
+        if self.zero_derivative or all(t.is_zero for t in tangents):
+            return tuple(zeros(o.shape) for o in outputs)
+        if self.jvp is None:  # linear: the operator itself on the tangents of its linear arguments
+            linear = self.linear_positions(len(args))
+            moved = [tangents[k] if k in linear else a for k, a in enumerate(args)]
+            return apply_operator(self.name, moved, **options)
+        return self._checked("jvp", self.jvp(tuple(outputs), tuple(args), tuple(tangents), **options), outputs)
+
+    def pullback(self, outputs: Sequence[Tensor], args: Sequence[Tensor], cotangents: Sequence[Tensor],
+                 **options: Any) -> tuple[Tensor, ...]:
+        """The arguments' cotangents from the outputs' (``cotangents``: one per output, zeros where absent)."""
+        if self.zero_derivative or all(c.is_zero for c in cotangents):
+            return tuple(zeros(a.shape) for a in args)
+        if self.vjp is not None:
+            return self._checked("vjp", self.vjp(tuple(outputs), tuple(args), tuple(cotangents), **options), args)
+        return self.transposed_pushforward(outputs, args, cotangents, **options)
+
+    def transposed_pushforward(self, outputs: Sequence[Tensor], args: Sequence[Tensor], cotangents: Sequence[Tensor],
+                               **options: Any) -> tuple[Tensor, ...]:
+        """The pullback as the transpose of the pushforward, whether or not a ``vjp`` is declared
+        (what :meth:`pullback` gives without one; with one, the reference it is checked against)."""
+        if self.zero_derivative or all(c.is_zero for c in cotangents):
+            return tuple(zeros(a.shape) for a in args)
+        if self.jvp is None:
+            return self.transposed(args, cotangents, **options)
+        from jacacc.tensor.transpose import transpose_linear
+
+        seeds = [placeholder(a.shape) for a in args]
+        return tuple(transpose_linear(self.pushforward(outputs, args, seeds, **options), seeds, cotangents))
+
+    def transposed(self, args: Sequence[Tensor], cotangents: Sequence[Tensor], **options: Any) -> tuple[Tensor, ...]:
+        """The adjoint of the operator as a linear map of its ``linear_in`` arguments: one cotangent
+        per argument, zeros outside ``linear_in``."""
+        if not self.linear_in:
+            raise TraceError(f"operator {self.name!r} is not linear in any argument: it has no transpose")
+        positions = self.linear_positions(len(args))
+        pieces = self._checked("transpose", self.transpose(tuple(args), tuple(cotangents), **options),
+                               [args[k] for k in positions])
+        placed = dict(zip(positions, pieces, strict=True))
+        return tuple(placed.get(k, zeros(a.shape)) for k, a in enumerate(args))
+
+    def _checked(self, rule: str, results: Any, like: Sequence[Tensor]) -> tuple[Tensor, ...]:
+        # a rule that returns the wrong thing is the operator's bug: name it here, not deep in a sweep
+        results = tuple(results)
+        if len(results) != len(like) or any(not isinstance(r, Tensor) or r.shape != x.shape
+                                            for r, x in zip(results, like, strict=False)):
+            got = [getattr(r, "shape", r) for r in results]
+            raise RegistryError(f"operator {self.name!r}: its {rule} gave {got}; expected one tensor per "
+                                f"{'output' if rule == 'jvp' else 'argument'} of shapes {[x.shape for x in like]}")
+        return results
+
+
+def unary_linear(name: str, forward: Callable[..., Any], output_shapes: Callable[..., tuple[Shape, ...]],
+                 adjoint: Callable[..., Tensor], **fields: Any) -> Operator:
+    """A linear operator of one argument, declared by its adjoint ``adjoint(cotangent, arg, **options)``
+    (which may read the argument's shape, not its values); its pushforward is itself.  ``fields``:
+    the other :class:`Operator` attributes (``batch``, ``spelling``, ``flops``, …)."""
+
+    def transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], **options: Any) -> tuple[Tensor]:
+        return (adjoint(cotangents[0], args[0], **options),)
+
+    return Operator(name, forward, output_shapes, linear_in=(0,), transpose=transpose, **fields)
 
 
 def register_operator(operator: Operator) -> None:
@@ -137,10 +275,13 @@ def apply_operator(name: str, args: Sequence[Tensor], **options: Any) -> tuple[T
     """The output nodes of operator ``name`` applied to ``args`` (one node per output).
 
     The nodes share their arguments and options; the evaluator computes the
-    operator once for all of them.
+    operator once for all of them.  A linear operator of zero arguments is the
+    symbolic zero (``linear_in``: a pushforward or a transpose of a zero needs no node).
     """
     operator = get_operator(name)
     shapes = operator.output_shapes(*(a.shape for a in args), **options)
+    if operator.linear_in and all(args[k].is_zero for k in operator.linear_positions(len(args))):
+        return tuple(zeros(shape) for shape in shapes)
     key = _options_key(options)
     return tuple(operator_node(name, tuple(args), key, index, shape) for index, shape in enumerate(shapes))
 

@@ -101,9 +101,9 @@ def _forward(x: np.ndarray, order: int) -> np.ndarray:
     return scipy.special.polygamma(order, x)
 
 
-def _times(derivative: Tensor, direction: Tensor | None) -> Tensor | None:
-    """The elementwise product of two arrays of one shape (``None``: a zero direction)."""
-    return None if direction is None else _hadamard(derivative, direction)
+def _times(derivative: Tensor, direction: Tensor) -> Tensor:
+    """The elementwise product of two arrays of one shape (the symbolic zero for a zero direction)."""
+    return _hadamard(derivative, direction)
 
 
 def _next_order(args: tuple[Tensor, ...], order: int) -> Tensor:
@@ -111,16 +111,13 @@ def _next_order(args: tuple[Tensor, ...], order: int) -> Tensor:
     return derivative
 
 
-def _jvp(outputs: Any, args: tuple[Tensor, ...], tangents: tuple[Tensor | None, ...], order: int) -> tuple:
+def _jvp(outputs: Any, args: tuple[Tensor, ...], tangents: tuple[Tensor, ...], order: int) -> tuple:
     return (_times(_next_order(args, order), tangents[0]),)
 
 
-def _vjp(outputs: Any, args: tuple[Tensor, ...], cotangents: tuple[Tensor | None, ...], order: int) -> tuple:
-    return (_times(_next_order(args, order), cotangents[0]),)
-
-
-register_operator(Operator("polygamma", _forward, lambda shape, **_: (shape,), _jvp, _vjp,
-                           lambda shape, **_: 20 * math.prod(shape),  # a series per element
+# the pullback is the pushforward's transpose: the same elementwise product (jacacc.tensor.transpose)
+register_operator(Operator("polygamma", _forward, lambda shape, **_: (shape,), _jvp,
+                           flops=lambda shape, **_: 20 * math.prod(shape),  # a series per element
                            batch=lambda batch_shape, args, flags, **options: (args, options)))
 
 
@@ -196,21 +193,16 @@ def elementwise_operator(name: str, forward: Callable[..., Any], partial: Callab
     >>> jt.grad(lambda x: np.sum(apply_elementwise("cube_example", [x])))(np.array([1.0, 2.0])).tolist()
     [3.0, 12.0]
     """
-    def jvp(outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], tangents: tuple[Tensor | None, ...],
-            **options: Any) -> tuple[Tensor | None]:
-        terms = [_times(d, t) for d, t in zip(_partials(name, outputs, args, tangents, options), tangents, strict=True)
-                 if d is not None and t is not None]
-        return (None if not terms else terms[0] if len(terms) == 1 else E.add(*terms),)
-
-    def vjp(outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], cotangents: tuple[Tensor | None, ...],
-            **options: Any) -> tuple[Tensor | None, ...]:
-        (c,) = cotangents
-        return tuple(None if d is None else _hadamard(d, c)
-                     for d in _partials(name, outputs, args, (c,) * len(args), options))
+    def jvp(outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], tangents: tuple[Tensor, ...],
+            **options: Any) -> tuple[Tensor]:
+        derivatives = _partials(name, outputs, args, tangents, options)
+        return (E.add(E.zeros(outputs[0].shape), *(_times(d, t) for d, t in zip(derivatives, tangents, strict=True)
+                                                 if d is not None)),)
 
     _PARTIALS[name] = partial
-    register_operator(Operator(name, forward, _one_shape(name), jvp, vjp,
-                               lambda *shapes, **_: flops_per_element * math.prod(shapes[0]), batch=_batch))
+    # the pullback is the pushforward's transpose (jacacc.tensor.transpose): each partial times the cotangent
+    register_operator(Operator(name, forward, _one_shape(name), jvp,
+                               flops=lambda *shapes, **_: flops_per_element * math.prod(shapes[0]), batch=_batch))
 
 
 def _one_shape(name: str) -> Callable[..., tuple[tuple[int, ...]]]:
@@ -224,14 +216,14 @@ def _one_shape(name: str) -> Callable[..., tuple[tuple[int, ...]]]:
 
 def _partials(name: str, outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], wanted: Sequence[Any],
               options: dict[str, Any]) -> list[Tensor | None]:
-    """The partial derivative in each argument for which ``wanted`` is not None (and that is not
-    constant), as nodes of the output's shape."""
+    """The partial derivative in each argument for which ``wanted`` is not zero (and that is not
+    constant), as nodes of the output's shape; ``None`` for the others."""
     partial = _PARTIALS[name]
     arguments = tuple(a.value if a.kind == "const" else Traced(a) for a in args)
     value = Traced(outputs[0])
     derivatives: list[Tensor | None] = []
     for k, a in enumerate(args):
-        d = None if wanted[k] is None or a.kind == "const" else partial(k, arguments, value, **options)
+        d = None if wanted[k].is_zero or a.kind == "const" else partial(k, arguments, value, **options)
         derivatives.append(None if d is None else _broadcast_to(_node(d), a.shape))
     return derivatives
 
