@@ -10,8 +10,8 @@ n.  Operators: ``potrf``, ``trsm``, ``gelqf``, ``syevd`` (the paper's), and
 * ``jacacc`` — forward: the operator called on arrays (``jacacc.linalg.<op>``,
   LAPACK/BLAS through SciPy).  Backward: the pullback alone, as jacacc.tensor
   evaluates it inside ``grad``: for an operator registered with the tensor
-  calculus (potrf, trsm, potri, gelqf, syevd) its declared pullback
-  expression, with the forward outputs and the cotangents bound as arguments,
+  calculus (potrf, trsm, potri, gelqf, syevd) its pullback expression
+  (declared, or its pushforward's transpose), with the forward outputs and the cotangents bound as arguments,
   planned once (:class:`jacacc.tensor.evaluate.Program`) and then timed
   (:func:`jacacc_pullback`); for ``syrk`` and ``gemm2``, which are einsums and
   differentiated by the tensor calculus itself, the pullback returned by one
@@ -433,8 +433,8 @@ def jacacc_pullback(case: Case, args: tuple, cts: tuple, memory_cap: float = mat
     x = tuple(var(f"x{k}", a.shape) for k, a in enumerate(args))
     y = tuple(var(f"y{k}", o.shape) for k, o in enumerate(outputs_of(node)))
     c = tuple(var(f"c{k}", o.shape) for k, o in enumerate(cts))
-    grads = operator.vjp(y, x, c, **dict(options))
-    kept = [k for k, g in enumerate(grads) if g is not None]
+    grads = operator.pullback(y, x, c, **dict(options))
+    kept = [k for k, g in enumerate(grads) if not g.is_zero]
     estimate = 3 * largest_node_bytes([grads[k] for k in kept])
     if estimate > memory_cap:
         return Prepared(lambda: None, list, estimated_bytes=estimate)

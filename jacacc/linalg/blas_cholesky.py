@@ -209,14 +209,6 @@ def _trsm_transpose(args, cotangents, alpha, transpose, rightside, lower):  # no
     return (E.scale(alpha, trsm(args[0], cotangents[0], 1.0, not transpose, rightside, lower)),)
 
 
-def _trsm_vjp(outputs, args, cotangents, alpha, transpose, rightside, lower):  # noqa: ANN001, ANN202
-    (X,), (A, _), (Xbar,) = outputs, args, cotangents
-    Y = trsm(A, Xbar, 1.0, not transpose, rightside, lower)  # op(A)⁻ᵀ X̄ (or X̄ op(A)⁻ᵀ)
-    G = matmul(X, Y, transpose_a=True) if rightside else matmul(Y, X, transpose_b=True)
-    Abar = E.scale(-1.0, transposed(G) if transpose else G)
-    return (triangle(Abar, lower), E.scale(alpha, Y))
-
-
 def _trsm_flops(a: tuple[int, ...], b: tuple[int, ...], **_: Any) -> int:
     return int(np.prod(b)) * a[-1]
 
@@ -239,15 +231,6 @@ def _potrf_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
     return (_lower_factor(dL, lower),)
 
 
-def _potrf_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
-    (F,), (Fbar,) = outputs, cotangents
-    L, Lbar = _lower_factor(F, lower), _lower_factor(Fbar, lower)
-    M = masked(matmul(L, Lbar, transpose_a=True), triangle_mask(L.shape[-1], True, 0.5))   # Φ(Lᵀ L̄)
-    R = trsm(L, M, rightside=True)                                  # Φ(Lᵀ L̄) L⁻¹
-    P = trsm(L, R, transpose=True)                                  # L⁻ᵀ Φ(Lᵀ L̄) L⁻¹
-    return (symmetrized(P),)
-
-
 def _cube_flops(a: tuple[int, ...], **_: Any) -> int:
     return int(np.prod(a[:-2], dtype=np.int64)) * a[-1] ** 3 // 3
 
@@ -264,14 +247,6 @@ def _potri_jvp(outputs, args, tangents, lower):  # noqa: ANN001, ANN202
     dA = matmul(dF, F, transpose_b=True) if lower else matmul(dF, F, transpose_a=True)
     dA = E.add(dA, transposed(dA))
     return (E.scale(-1.0, matmul(matmul(C, dA), C)),)
-
-
-def _potri_vjp(outputs, args, cotangents, lower):  # noqa: ANN001, ANN202
-    (C,), (F,), (Cbar,) = outputs, args, cotangents
-    W = matmul(matmul(C, Cbar), C)
-    S = E.add(W, transposed(W))
-    Fbar = matmul(S, F) if lower else matmul(F, S)
-    return (triangle(E.scale(-1.0, Fbar), lower),)
 
 
 # ---------------------------------------------------------------------------- shape checks and registration
@@ -297,13 +272,13 @@ def _register() -> None:
     from jacacc.linalg import routines
     from jacacc.tensor.batching import leading_batch
 
-    register_operator(Operator("trsm", routines.trsm, _trsm_shapes, _trsm_jvp, _trsm_vjp, _trsm_flops,
+    register_operator(Operator("trsm", routines.trsm, _trsm_shapes, _trsm_jvp, flops=_trsm_flops,
                                in_place=((1, "overwrite_b"),), scipy_blas=True, batch=leading_batch(),
                                linear_in=(1,), transpose=_trsm_transpose))
-    register_operator(Operator("potrf", routines.potrf, _square_shapes("potrf"), _potrf_jvp, _potrf_vjp,
-                               _cube_flops, in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
-    register_operator(Operator("potri", routines.potri, _square_shapes("potri"), _potri_jvp, _potri_vjp,
-                               lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),), scipy_blas=True,
+    register_operator(Operator("potrf", routines.potrf, _square_shapes("potrf"), _potrf_jvp,
+                               flops=_cube_flops, in_place=((0, "overwrite_a"),), scipy_blas=True, batch=leading_batch()))
+    register_operator(Operator("potri", routines.potri, _square_shapes("potri"), _potri_jvp,
+                               flops=lambda a, **_: 2 * _cube_flops(a), in_place=((0, "overwrite_l"),), scipy_blas=True,
                                batch=leading_batch()))
 
 

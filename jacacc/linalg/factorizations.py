@@ -442,14 +442,6 @@ def _syevd_jvp(outputs, args, tangents, **_):  # noqa: ANN001, ANN202, ANN003
     return (dU, dlam)
 
 
-def _syevd_vjp(outputs, args, cotangents, **_):  # noqa: ANN001, ANN202, ANN003
-    (U, lam), (Ubar, lambar) = outputs, cotangents
-    b, (i, j) = _labels(lam.ndim - 1, 2)
-    inner = E.add(symmetrized(_hadamard(matmul(Ubar, U, transpose_b=True), _inverse_gaps(lam))),
-                  E.einsum(f"{b}{i},{i}{j}->{b}{i}{j}", lambar, E.delta(lam.shape[-1])))
-    return (matmul(matmul(U, inner, transpose_a=True), U),)                # Uᵀ(...)U
-
-
 def _syevd_flops(a: Shape, **_: Any) -> int:
     # tridiagonal reduction (4n³/3), divide and conquer and back-transformation: about 9n³ in all
     return math.prod(a[:-2]) * 9 * a[-1] ** 3
@@ -616,13 +608,6 @@ def _getrs_transpose(args, cotangents, transpose):  # noqa: ANN001, ANN202
     return (_getrs(A, LU, piv, Xbar, not transpose),)                      # linear in B: op(A)⁻ᵀ X̄
 
 
-def _getrs_vjp(outputs, args, cotangents, transpose):  # noqa: ANN001, ANN202
-    (X,), (A, LU, piv, _), (Xbar,) = outputs, args, cotangents
-    Bbar = _getrs(A, LU, piv, Xbar, not transpose)                      # op(A)⁻ᵀ X̄
-    Abar = matmul(X, Bbar, transpose_b=True) if transpose else matmul(Bbar, X, transpose_b=True)
-    return (E.scale(-1.0, Abar), E.zeros(LU.shape), E.zeros(piv.shape), Bbar)
-
-
 def _getri_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape]:
     _matrix("getri", "A", a, square=True)
     return (a,)
@@ -637,12 +622,6 @@ def _getri_forward(A: np.ndarray, LU: np.ndarray, piv: np.ndarray, overwrite_lu:
 def _getri_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     (X,), (dA, _, _) = outputs, tangents
     return (E.scale(-1.0, matmul(matmul(X, dA), X)),)                     # −X Ȧ X
-
-
-def _getri_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
-    (X,), (_, LU, piv), (Xbar,) = outputs, args, cotangents
-    return (E.scale(-1.0, matmul(matmul(X, Xbar, transpose_a=True), X, transpose_b=True)),  # −Xᵀ X̄ Xᵀ
-            E.zeros(LU.shape), E.zeros(piv.shape))
 
 
 def _slogdet_shapes(a: Shape, lu: Shape, piv: Shape) -> tuple[Shape, Shape]:
@@ -663,13 +642,6 @@ def _slogdet_jvp(outputs, args, tangents):  # noqa: ANN001, ANN202
     return (E.zeros(sign.shape), E.einsum(f"{b}{j}{i},{b}{i}{j}->{b}", X, dA))           # tr(A⁻¹ Ȧ); the sign is constant
 
 
-def _slogdet_vjp(outputs, args, cotangents):  # noqa: ANN001, ANN202
-    (A, LU, piv), (_, lbar) = args, cotangents
-    X = apply_operator("getri", [A, LU, piv])[0]
-    b, (i, j) = _labels(A.ndim - 2, 2)
-    return (E.einsum(f"{b},{b}{j}{i}->{b}{i}{j}", lbar, X), E.zeros(LU.shape), E.zeros(piv.shape))   # ℓ̄ A⁻ᵀ
-
-
 def _lu_flops(a: Shape, **_: Any) -> int:
     return math.prod(a[:-2]) * 2 * a[-1] ** 3 // 3
 
@@ -681,14 +653,14 @@ def _register_lu() -> None:
     # the factors are read by getrs, getri and slogdet_lu only, whose derivatives take A's tangent
     register_operator(Operator("getrf", _getrf_forward, _getrf_shapes, flops=_lu_flops, in_place=((0, "overwrite_a"),),
                                scipy_blas=True, batch=leading_batch(), zero_derivative=True))
-    register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp, _getrs_vjp,
-                               lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True,
+    register_operator(Operator("getrs", _getrs_forward, _getrs_shapes, _getrs_jvp,
+                               flops=lambda a, lu, piv, b, **_: 2 * math.prod(b) * a[-1], scipy_blas=True,
                                batch=pivots, linear_in=(3,), transpose=_getrs_transpose))
-    register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp, _getri_vjp,
-                               lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True,
+    register_operator(Operator("getri", _getri_forward, _getri_shapes, _getri_jvp,
+                               flops=lambda a, *_, **__: 2 * _lu_flops(a), in_place=((1, "overwrite_lu"),), scipy_blas=True,
                                batch=pivots))
-    register_operator(Operator("slogdet_lu", _slogdet_forward, _slogdet_shapes, _slogdet_jvp, _slogdet_vjp,
-                               lambda a, *_, **__: math.prod(a[:-1]), batch=pivots))
+    register_operator(Operator("slogdet_lu", _slogdet_forward, _slogdet_shapes, _slogdet_jvp,
+                               flops=lambda a, *_, **__: math.prod(a[:-1]), batch=pivots))
 
 
 # ---------------------------------------------------------------------------- the diagonal and triangle helpers
@@ -795,7 +767,7 @@ def _register() -> None:
 
     register_operator(Operator("gelqf", routines.gelqf, _gelqf_shapes, _gelqf_jvp, _gelqf_vjp, _gelqf_flops,
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
-    register_operator(Operator("syevd", _syevd_forward, _syevd_shapes, _syevd_jvp, _syevd_vjp, _syevd_flops,
+    register_operator(Operator("syevd", _syevd_forward, _syevd_shapes, _syevd_jvp, flops=_syevd_flops,
                                in_place=((0, "overwrite_a"),), scipy_blas=True))
     register_operator(Operator("syevd_eigengaps", _eigengaps_forward, _eigengaps_shapes,
                                flops=lambda lam, **_: math.prod(lam) * lam[-1], zero_derivative=True))

@@ -526,15 +526,6 @@ def _pinv_jvp(outputs, args, tangents, rcond):  # noqa: ANN001, ANN202
     return (E.add(minus_P_dA_P, S, E.scale(-1.0, matmul(matmul(S, A), P)), T, E.scale(-1.0, matmul(P, matmul(A, T)))),)
 
 
-def _pinv_vjp(outputs, args, cotangents, rcond):  # noqa: ANN001, ANN202
-    (P,), (A,), (Pbar,) = outputs, args, cotangents
-    minus = E.scale(-1.0, matmul(matmul(P, Pbar, transpose_a=True), P, transpose_b=True))   # −Pᵀ P̄ Pᵀ
-    Y = matmul(Pbar, matmul(P, P, transpose_b=True), transpose_a=True)                       # P̄ᵀ P Pᵀ
-    Z = matmul(matmul(P, P, transpose_a=True), Pbar, transpose_b=True)                       # Pᵀ P P̄ᵀ
-    # (I − A P) Y + Z (I − P A)
-    return (E.add(minus, Y, E.scale(-1.0, matmul(A, matmul(P, Y))), Z, E.scale(-1.0, matmul(matmul(Z, P), A))),)
-
-
 def _pinv_flops(a: Shape, **_: Any) -> int:
     m, n = a[-2:]
     return _gesdd_flops(a) + math.prod(a[:-2]) * 2 * m * n * min(m, n)
@@ -547,7 +538,7 @@ def _register() -> None:
                                batch=_batch_rule))
     register_operator(Operator("gesdd_gaps", _gaps_forward, _gaps_shapes, flops=lambda s, **_: math.prod(s) * s[-1],
                                batch=_batch_rule, zero_derivative=True))
-    register_operator(Operator("pinv", _pinv_forward, _pinv_shapes, _pinv_jvp, _pinv_vjp, _pinv_flops,
+    register_operator(Operator("pinv", _pinv_forward, _pinv_shapes, _pinv_jvp, flops=_pinv_flops,
                                batch=_batch_rule))
 
 

@@ -29,7 +29,7 @@ import networkx as nx
 
 from jacacc import ops
 from jacacc.graph import CompGraph
-from jacacc.tensor.expr import Tensor, add, const, einsum, elementwise, nodes_of, scale, unary
+from jacacc.tensor.expr import Tensor, add, const, einsum, elementwise, nodes_of, scale, unary, zeros
 from jacacc.tensor.factor import Factor
 from jacacc.tensor.linear import LinearPartial, OperatorPartial, Partial, add_partials, chain
 
@@ -79,20 +79,23 @@ class TensorBuilder:
 _BUILDER = TensorBuilder()
 
 
-def elementwise_derivatives(node: Tensor) -> list[Tensor | ops.Zero]:
+def elementwise_derivatives(node: Tensor) -> list[Tensor]:
     """``∂C/∂A_k`` of an elementwise node ``C = f(A_1, …)``, one per operand, as expressions.
 
     The derivatives are the operation table's (:mod:`jacacc.ops`), built with
     the nodes already there (``exp' = C``, ``tanh' = 1 − C²``) so they reuse
-    the function's values; :data:`~jacacc.ops.ZERO` where a partial is zero.
+    the function's values; the symbolic zero of the node's shape where a partial is zero (the
+    operation table's :data:`~jacacc.ops.ZERO`, which every builder shares, stops here).
     ``shift``, and ``pow`` with a constant exponent, carry their constant second operand in the node.
     """
     name, p = node.param
     if name == "pow" and len(node.args) == 1:
-        return ops.partials("pow", _BUILDER, (node.args[0], p), node)[:1]
-    if name == "shift":
-        return ops.partials("add", _BUILDER, (node.args[0], p), node)[:1]
-    return ops.partials(name, _BUILDER, node.args, node, active=[True] * len(node.args))
+        derivatives = ops.partials("pow", _BUILDER, (node.args[0], p), node)[:1]
+    elif name == "shift":
+        derivatives = ops.partials("add", _BUILDER, (node.args[0], p), node)[:1]
+    else:
+        derivatives = ops.partials(name, _BUILDER, node.args, node, active=[True] * len(node.args))
+    return [zeros(node.shape) if d is ops.ZERO else d for d in derivatives]
 
 
 def _letters(n: int) -> str:
@@ -118,7 +121,7 @@ def _add_partial(node: Tensor, k: int) -> Factor:
 
 def _unary_partial(node: Tensor, k: int) -> Factor | None:
     derivative = elementwise_derivatives(node)[k]
-    if derivative is ops.ZERO:
+    if derivative is zeros(node.shape):  # the structural zero; a computed 0 stays a number
         return None
     letters = _letters(node.ndim)
     labels = letters if derivative.ndim else ""

@@ -261,10 +261,25 @@ def get_operator(name: str) -> Operator:
     RegistryError
         Unknown name (the registered ones are listed).
     """
+    if name not in OPERATORS:
+        _register_builtin_operators()
     try:
         return OPERATORS[name]
     except KeyError:
         raise RegistryError(f"unknown operator {name!r}; registered: {', '.join(sorted(OPERATORS))}") from None
+
+
+#: modules that register jacacc's own operators when imported; the linear-algebra ones are imported
+#: on first use (a traced call of jacacc.linalg or np.linalg), so a lookup by name imports them
+_BUILTIN_OPERATOR_MODULES = ("jacacc.linalg.blas_cholesky", "jacacc.linalg.factorizations", "jacacc.linalg.svd",
+                             "jacacc.tensor.scipy_functions")
+
+
+def _register_builtin_operators() -> None:
+    import importlib
+
+    for module in _BUILTIN_OPERATOR_MODULES:
+        importlib.import_module(module)
 
 
 def _options_key(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
