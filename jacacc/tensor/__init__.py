@@ -23,6 +23,7 @@ True
 """
 
 from jacacc.tensor import arrays as _arrays  # noqa: F401 - registers NumPy's array functions
+from jacacc.tensor import dynamic_index as _dynamic_index  # noqa: F401 - registers take_dynamic, scatter_dynamic
 from jacacc.tensor import library as _library  # noqa: F401 - registers the library functions traced by name
 from jacacc.tensor import numpy_linalg as _numpy_linalg  # noqa: F401 - registers the np.linalg handlers
 from jacacc.tensor import numpy_more as _numpy_more  # noqa: F401 - registers more NumPy functions (roll, tile, mod, …)

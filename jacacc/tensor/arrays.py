@@ -1070,10 +1070,15 @@ def _holds_traced(items: Any) -> bool:
 @register_method("__getitem__")
 def _getitem(a: Traced, key: Any) -> Traced:
     items = key if isinstance(key, tuple) else (key,)
+    from jacacc.tensor.dynamic_index import dynamic_getitem, holds_integer_array
+
+    if holds_integer_array(items):
+        return dynamic_getitem(a, key)
     if _holds_traced(items):
         raise UnsupportedOperationError(
-            "indexing with a traced index or mask (computed from the function's arguments) is not supported by "
-            "jacacc.tensor: the selection would depend on the values; index with constants")
+            "indexing with a traced float array or mask (computed from the function's arguments) is not supported by "
+            "jacacc.tensor: a mask selects a number of entries that depends on the values; index with constants "
+            "or with integers made from the values (x.astype(int))")
     x = _node(a)
     if all(_is_basic(item) for item in items):
         return Traced(_basic_index(x, items))

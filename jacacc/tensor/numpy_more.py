@@ -127,6 +127,8 @@ from jacacc.tensor.trace import (
     _result_shape,
     _trace,
     _where,
+    integer_dtype,
+    integer_result,
     qualified_name,
 )
 
@@ -691,11 +693,25 @@ def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:
     if isinstance(y, Traced):
         labels = index_letters(len(shape))
         terms.append(E.einsum(f"{labels},{labels}->{labels}", _locally_constant(slope), E.unary("tangent_seed", b)))
-    return Traced(E.add(*terms))
+    return integer_result(Traced(E.add(*terms)), x, y)
 
 
 _register_ufuncs(lambda x, y: _remainder("np.remainder", False, x, y), "remainder")
 _register_ufuncs(lambda x, y: _remainder("np.fmod", True, x, y), "fmod")
+
+
+def _floor_divide(x: Any, y: Any) -> Traced:
+    """``x // y`` as NumPy defines it, ``(x − x mod y) / y`` (exact for integers), behind a zero
+    derivative (piecewise constant, as JAX's)."""
+    a, b = _node(x), _node(y)
+    shape = _result_shape("np.floor_divide", a, b)
+    a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
+    (remainder, _) = apply_operator("remainder_parts", [a, b], truncated=False)
+    quotient = E.elementwise("div", E.add(a, E.scale(-1.0, remainder)), b)
+    return integer_result(Traced(_locally_constant(quotient)), x, y)
+
+
+_register_ufuncs(_floor_divide, "floor_divide")
 
 
 # ---------------------------------------------------------------------------- diagonals and traces
@@ -776,11 +792,21 @@ def _method_astype(a: Traced, dtype: Any, order: Any = "K", casting: Any = "unsa
                    copy: Any = True) -> Traced:
     """``ndarray.astype`` to a float type: the value rounded to it where it is narrower than the
     plan's (computation continues in the plan's type), the derivative the identity (as JAX's
-    ``convert_element_type``); integer, boolean and complex targets are refused."""
+    ``convert_element_type``); to an integer type, NumPy's cast behind a zero derivative, an
+    integer array that may index (:mod:`jacacc.tensor.dynamic_index`); to bool, ``a != 0`` (a mask);
+    complex targets are refused."""
+    from jacacc.tensor.dynamic_index import astype_integer
+
     target = np.dtype(dtype)
+    if target.kind in "iu":
+        return astype_integer(a, target)
+    if target.kind == "b":
+        return a != 0
     if target.kind != "f" or target.itemsize > 8:
         raise UnsupportedOperationError(f"ndarray.astype({target}) of a traced array is not supported by "
-                                        "jacacc.tensor: only float16/32/64 casts are differentiable")
+                                        "jacacc.tensor: float, integer and boolean casts are")
+    if integer_dtype(a) is not None:  # integers to floats: the same values, a float array again
+        return Traced(E.unary("pos", a.node))
     if target.itemsize >= a.dtype.itemsize:  # widening (or no change): every value is kept exactly
         return Traced(a.node)
     (value,) = apply_operator("piecewise_constant", [a.node], how="cast", option=target.name)

@@ -69,8 +69,9 @@ class Traced:
     @property
     def dtype(self) -> np.dtype:
         # the dtype the plan computes in (float32 or float64: one per plan, a key of its cache), so
-        # that ``if x.dtype == np.float32`` takes the branch the arguments' dtype takes in NumPy
-        return _TRACE_DTYPE.get()
+        # that ``if x.dtype == np.float32`` takes the branch the arguments' dtype takes in NumPy; an
+        # integer array made from traced values (``astype(int)``) reports its integer type
+        return _INTEGERS.get(self.node) or _TRACE_DTYPE.get()
 
     def __len__(self) -> int:
         if not self.shape:
@@ -136,8 +137,14 @@ class Traced:
     def __rmatmul__(self, other: Any) -> Traced:
         return _matmul(other, self)
 
+    def __floordiv__(self, other: Any) -> Traced:
+        return np.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Traced:
+        return np.floor_divide(other, self)
+
     def __neg__(self) -> Traced:
-        return Traced(E.scale(-1.0, self.node))
+        return _ufunc_negative(self)
 
     def __pos__(self) -> Traced:
         return self
@@ -205,6 +212,11 @@ class Traced:
             raise UnsupportedOperationError(
                 f"np.{kind.name}() of a traced tensor is not supported by jacacc.tensor: an integer or boolean made "
                 "from traced values is data-dependent (piecewise constant; what it indexes depends on the values)")
+        if self.node in _INTEGERS:  # most likely a NumPy array indexed with it: NumPy converts its index itself
+            raise UnsupportedOperationError(
+                "an integer array computed from traced values has no concrete values: indexing a NumPy array with "
+                "it (or another NumPy call on it) is not supported by jacacc.tensor; index a traced array instead "
+                "(pass the indexed array as an argument of the function)")
         raise UnsupportedOperationError(
             "a traced tensor has no concrete values: an operation jacacc.tensor does not support tried to convert it "
             "to an ndarray"
@@ -370,6 +382,11 @@ def _elementwise_product(a: Tensor, b: Tensor, op: str = "multiply") -> Tensor:
 
 
 def _binary(op: str, x: Any, y: Any) -> Traced:
+    result = _arithmetic(op, x, y)
+    return integer_result(result, x, y) if op != "divide" else result
+
+
+def _arithmetic(op: str, x: Any, y: Any) -> Traced:
     a, b = _node(x), _node(y)
     if op == "multiply":
         return Traced(_elementwise_product(a, b))
@@ -416,8 +433,13 @@ def _power(x: Any, y: Any) -> Traced:
     return _binary_elementwise("pow", x, y)
 
 
+#: table operations that map integers to integers (NumPy keeps an integer dtype through them)
+_INTEGER_PRESERVING = frozenset({"abs", "maximum", "minimum", "fmax", "fmin", "sign"})
+
+
 def _elementwise(name: str, x: Any) -> Traced:
-    return Traced(E.unary(name, _node(x)))
+    result = Traced(E.unary(name, _node(x)))
+    return integer_result(result, x) if name in _INTEGER_PRESERVING else result
 
 
 def _binary_elementwise(name: str, x: Any, y: Any) -> Traced:
@@ -425,7 +447,46 @@ def _binary_elementwise(name: str, x: Any, y: Any) -> Traced:
     a, b = _node(x), _node(y)
     shape = _result_shape(name, a, b)
     a, b = (n if n.is_scalar_const() else _broadcast_to(n, shape) for n in (a, b))
-    return Traced(E.elementwise(name, a, b))
+    result = Traced(E.elementwise(name, a, b))
+    return integer_result(result, x, y) if name in _INTEGER_PRESERVING else result
+
+
+#: nodes holding integers that NumPy would type as integers (``astype(int)`` of traced values, and
+#: integer arithmetic on them): computed in the plan's float type, exactly (|n| < 2⁵³), their type
+#: what ``Traced.dtype`` reports and what lets them index (jacacc.tensor.dynamic_index)
+_INTEGERS: weakref.WeakKeyDictionary[Tensor, np.dtype] = weakref.WeakKeyDictionary()
+
+
+def integer_dtype(x: Any) -> np.dtype | None:
+    """The integer type of ``x`` as NumPy would have it: a traced integer array's, an integer
+    array's or NumPy scalar's own, ``int64`` for a Python int (``None``: not an integer)."""
+    if isinstance(x, Traced):
+        return _INTEGERS.get(x.node)
+    if isinstance(x, bool | np.bool_):
+        return None
+    if isinstance(x, int):
+        return np.dtype(np.int64)
+    kind = getattr(x, "dtype", None)
+    return np.dtype(kind) if kind is not None and np.dtype(kind).kind in "iu" else None
+
+
+def as_integer(result: Traced, dtype: Any) -> Traced:
+    """``result`` (integer-valued) marked as an integer array of ``dtype``."""
+    if result.node.kind != "const":  # a constant is typed by its own array
+        _INTEGERS[result.node] = np.dtype(dtype)
+    return result
+
+
+def integer_result(result: Traced, *operands: Any) -> Traced:
+    """``result`` marked an integer array where every operand is an integer (NumPy's promotion;
+    a Python int takes the other operand's type)."""
+    if not any(isinstance(x, Traced) and x.node in _INTEGERS for x in operands):
+        return result
+    kinds = [integer_dtype(x) for x in operands]
+    if any(k is None for k in kinds):
+        return result
+    arrays = [k for x, k in zip(operands, kinds, strict=True) if not isinstance(x, int)]
+    return as_integer(result, np.result_type(*arrays))
 
 
 _PREDICATES = {">": "gt", ">=": "ge", "<": "lt", "<=": "le", "==": "eq", "!=": "ne"}
@@ -490,7 +551,7 @@ register_method("clip")(lambda self, *args, **kwargs: _clip(self, *args, **kwarg
 
 
 def _ufunc_negative(x: Any) -> Traced:
-    return Traced(E.scale(-1.0, _node(x)))
+    return integer_result(Traced(E.scale(-1.0, _node(x))), x)
 
 
 def _ufunc_square(x: Any) -> Traced:

@@ -1,0 +1,222 @@
+"""Indices computed from traced values: integer arrays as data, and gathers at them.
+
+Programs that interpolate, advect or look up (autograd's fluid simulation,
+``f[np.floor(x).astype(int)]``, a nearest-neighbour table, clamped indices
+``np.clip(i, 0, n - 1)``) index with integers made from the function's own
+values.  The selection is piecewise constant in those values: the derivative
+flows through the values gathered, not through the indices (JAX's gather with
+a computed index does the same).  Here:
+
+* ``x.astype(int)`` (any integer type) is NumPy's cast, computed in the plan's
+  float type — exact for the integers an index holds (``|n| < 2⁵³``) — behind a
+  zero derivative; the result reports its integer ``dtype``, and integer
+  arithmetic on it (``+``, ``-``, ``*``, ``//``, ``%``, ``abs``, ``np.minimum``,
+  ``np.maximum``, ``np.clip``) stays an integer array, as in NumPy
+  (:func:`jacacc.tensor.trace.integer_result`);
+* indexing with such arrays — alone or with constant integer arrays, ints and
+  slices, by NumPy's rules for advanced indexing — is the operator
+  ``take_dynamic``: linear in the array indexed, its transpose
+  ``scatter_dynamic`` (the cotangents added at the indices, repeated ones
+  accumulating), and the index arguments data.  Negative indices wrap once and
+  an index out of range raises ``IndexError`` naming the axis, as in NumPy,
+  when the program runs.
+
+Examples
+--------
+>>> import numpy as np, jacacc.tensor as jt
+>>> def lerp(x, table):                # linear interpolation in a table, at computed cells
+...     cell = np.floor(x).astype(int)
+...     w = x - cell
+...     return np.sum((1 - w) * table[cell] + w * table[cell + 1])
+>>> x, table = np.array([0.5, 2.25]), np.array([0.0, 10.0, 40.0, 90.0])
+>>> jt.grad(lerp)(x, table).tolist()                 # the slopes of the cells x falls in
+[10.0, 50.0]
+>>> jt.grad(lerp, argnum=1)(x, table).tolist()       # each table entry's weight
+[0.5, 0.5, 0.75, 0.25]
+
+A NumPy array indexed by a traced integer array is not traced (NumPy converts the index
+itself, before jacacc.tensor can see it): pass the indexed array as an argument, as
+``table`` above.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from jacacc.errors import UnsupportedOperationError
+from jacacc.ops import array_module
+from jacacc.tensor import expr as E
+from jacacc.tensor.expr import Tensor
+from jacacc.tensor.operators import Operator, apply_operator, register_operator
+from jacacc.tensor.trace import Traced, _broadcast_to, _node, as_integer, integer_dtype
+
+__all__ = ["astype_integer", "dynamic_getitem", "holds_integer_array", "is_integer_array"]
+
+Shape = tuple[int, ...]
+
+
+def is_integer_array(x: Any) -> bool:
+    """Whether ``x`` is a traced integer array (made by ``astype(int)`` from traced values)."""
+    return isinstance(x, Traced) and integer_dtype(x) is not None
+
+
+def holds_integer_array(items: tuple[Any, ...]) -> bool:
+    """Whether an indexing key holds a traced integer array (and so selects by computed values)."""
+    return any(is_integer_array(item) for item in items)
+
+
+def astype_integer(a: Traced, target: np.dtype) -> Traced:
+    """``a.astype(target)`` for an integer ``target``: NumPy's cast (truncation toward zero), held in
+    the plan's float type behind a zero derivative, typed ``target``."""
+    from jacacc.tensor.numpy_more import _piecewise  # it imports this module's neighbours
+
+    if integer_dtype(a) is not None:  # already integers: the values stay, the type changes
+        return as_integer(Traced(E.unary("pos", a.node)), target)
+    return as_integer(_piecewise("cast", a, target.name), target)
+
+
+# ---------------------------------------------------------------------------- the operators
+def _checked_indices(index: Any, n: int, axis: int, xp: Any) -> Any:
+    """Float-held integer indices as ``intp``, a negative one wrapped once; out of range raises as
+    NumPy does."""
+    ints = index.astype(xp.intp)
+    if ints.size and (int(ints.min()) < -n or int(ints.max()) >= n):
+        bad = int(ints.max()) if int(ints.max()) >= n else int(ints.min())
+        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n} (an index computed "
+                         f"from traced values)")
+    return xp.where(ints < 0, ints + n, ints)
+
+
+def _flat_positions(indices: tuple[Any, ...], extents: Shape, xp: Any) -> Any:
+    checked = [_checked_indices(i, n, axis, xp) for axis, (i, n) in enumerate(zip(indices, extents, strict=True))]
+    flat = checked[0]
+    for i, n in zip(checked[1:], extents[1:], strict=True):  # row-major: ravel_multi_index
+        flat = flat * n + i
+    return flat
+
+
+def _take_dynamic(x: np.ndarray, *indices: np.ndarray, lead: int = 0) -> np.ndarray:
+    xp = array_module((x, *indices))
+    k = len(indices)
+    extents, rest = x.shape[lead:lead + k], x.shape[lead + k:]
+    flat = _flat_positions(indices, extents, xp)
+    merged = x.reshape(x.shape[:lead] + (math.prod(extents),) + rest)
+    return merged.take(flat, axis=lead)
+
+
+def _scatter_dynamic(t: np.ndarray, *indices: np.ndarray, shape: Shape, lead: int = 0) -> np.ndarray:
+    xp = array_module((t, *indices))
+    k = len(indices)
+    extents, rest = tuple(shape[lead:lead + k]), tuple(shape[lead + k:])
+    flat = _flat_positions(indices, extents, xp).reshape(-1)
+    batch = math.prod(shape[:lead])
+    size, width = math.prod(extents), math.prod(rest)
+    # each (batch row, index, trailing entry) is one position of a flat bincount: repeated indices add
+    values = t.reshape(batch, flat.size, width)
+    positions = ((xp.arange(batch)[:, None, None] * size + flat[None, :, None]) * width
+                 + xp.arange(width)[None, None, :])
+    total = xp.bincount(positions.reshape(-1), weights=values.reshape(-1), minlength=batch * size * width)
+    return total.reshape(shape).astype(t.dtype, copy=False)
+
+
+def _index_shape(indices: tuple[Shape, ...]) -> Shape:
+    if any(s != indices[0] for s in indices):
+        raise ValueError(f"take_dynamic: index arrays of shapes {list(indices)} (broadcast them to one shape)")
+    return indices[0]
+
+
+def _take_shapes(x: Shape, *indices: Shape, lead: int = 0) -> tuple[Shape]:
+    if len(x) < lead + len(indices):
+        raise ValueError(f"take_dynamic: {len(indices)} index arrays for an array of shape {x[lead:]}")
+    return (x[:lead] + _index_shape(indices) + x[lead + len(indices):],)
+
+
+def _scatter_shapes(t: Shape, *indices: Shape, shape: Shape, lead: int = 0) -> tuple[Shape]:
+    return (tuple(shape),)
+
+
+def _take_transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], lead: int = 0) -> tuple[Tensor]:
+    return (apply_operator("scatter_dynamic", [cotangents[0], *args[1:]], shape=args[0].shape, lead=lead)[0],)
+
+
+def _scatter_transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], shape: Shape,
+                       lead: int = 0) -> tuple[Tensor]:
+    return (apply_operator("take_dynamic", [cotangents[0], *args[1:]], lead=lead)[0],)
+
+
+def _batch(batch_shape: Shape, args: Any, flags: Any, **options: Any) -> Any:
+    """Leading batch axes of the array indexed (or scattered into); a batch of index arrays is
+    applied element by element."""
+    if any(flags[1:]):
+        return None
+    lead = options.pop("lead", 0)
+    if "shape" in options:
+        options["shape"] = tuple(batch_shape) + tuple(options["shape"])
+    return args, {**options, "lead": lead + len(batch_shape)}
+
+
+register_operator(Operator("take_dynamic", _take_dynamic, _take_shapes, batch=_batch, linear_in=(0,),
+                           transpose=_take_transpose))
+register_operator(Operator("scatter_dynamic", _scatter_dynamic, _scatter_shapes, batch=_batch, linear_in=(0,),
+                           transpose=_scatter_transpose,
+                           flops=lambda t, *indices, shape, lead=0: math.prod(t)))
+
+
+# ---------------------------------------------------------------------------- indexing
+def _expanded(key: tuple[Any, ...], ndim: int) -> list[Any]:
+    if sum(item is Ellipsis for item in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if any(item is None for item in key):
+        raise UnsupportedOperationError("indexing with a traced integer array and np.newaxis together is not "
+                                        "supported by jacacc.tensor; insert the axis after indexing")
+    items = list(key)  # searched by identity: == on a traced item builds a comparison
+    if not any(item is Ellipsis for item in items):
+        items.append(Ellipsis)
+    at = next(k for k, item in enumerate(items) if item is Ellipsis)
+    fill = ndim - (len(items) - 1)
+    if fill < 0:
+        raise IndexError(f"too many indices for an array of shape {ndim} dimension(s)")
+    return items[:at] + [slice(None)] * fill + items[at + 1:]
+
+
+def _is_advanced(item: Any) -> bool:
+    if isinstance(item, slice):
+        return False
+    if is_integer_array(item) or isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_):
+        return True
+    array = np.asarray(item) if not isinstance(item, Traced) else None
+    if array is None or array.dtype.kind not in "iu":
+        raise UnsupportedOperationError(
+            f"indexing with a traced integer array beside {type(item).__name__} {item!r} is not supported by "
+            "jacacc.tensor: the other entries may be ints, integer arrays and slices")
+    return True
+
+
+def dynamic_getitem(a: Traced, key: Any) -> Traced:
+    """``a[key]`` where ``key`` holds traced integer arrays: NumPy's advanced indexing, as
+    ``take_dynamic`` (slices applied first; the index arrays broadcast together; their axes in place
+    of the indexed ones where those are adjacent, in front otherwise)."""
+    from jacacc.tensor.arrays import _basic_index, transpose_node
+
+    x = _node(a)
+    items = _expanded(key if isinstance(key, tuple) else (key,), x.ndim)
+    advanced = [k for k, item in enumerate(items) if _is_advanced(item)]
+    # the slices select first: they keep their axes, so the advanced positions do not move
+    sliced = tuple(slice(None) if k in advanced else item for k, item in enumerate(items))
+    if any(item != slice(None) for item in sliced):
+        x = _basic_index(x, sliced)
+    others = [k for k in range(x.ndim) if k not in advanced]
+    moved = transpose_node(x, tuple(advanced + others))
+    nodes = [_node(items[k]) for k in advanced]
+    shape = tuple(np.broadcast_shapes(*(n.shape for n in nodes)))
+    indices = [_broadcast_to(n, shape) if n.shape != shape else n for n in nodes]
+    (taken,) = apply_operator("take_dynamic", [moved, *indices])
+    adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
+    if adjacent and advanced[0] > 0:  # NumPy puts the index axes where the indexed ones were
+        b, p = len(shape), advanced[0]
+        order = tuple(range(b, b + p)) + tuple(range(b)) + tuple(range(b + p, taken.ndim))
+        taken = transpose_node(taken, order)
+    return Traced(taken)

@@ -1,0 +1,117 @@
+"""Integer arrays computed from traced values, and indexing with them (jacacc.tensor.dynamic_index).
+
+Each case is a function ``f(x, xp)`` written once for NumPy and ``jax.numpy`` whose indices come from
+its own argument (floor, astype(int), integer arithmetic) and whose indexed arrays are traced: the
+value must equal NumPy's, and the gradient and Hessian of ``Σ w·sin(f(x))`` must match JAX's in
+forward, reverse and cross-country mode.  Indices stay in range (JAX clamps out-of-range gathers;
+NumPy and jacacc raise).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import jacacc.tensor as jt
+from jacacc.errors import UnsupportedOperationError
+from jacacc.tensor.trace import trace
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+pytestmark = pytest.mark.usefixtures("float64_jax")
+
+MODES = ("forward", "reverse", "cross_country")
+x10 = np.array([0.3, 2.7, 1.1, 4.6, -0.8, 1.9, 0.45, -1.3, 2.2, 0.6])
+
+
+def _cells(x, xp, n):
+    """Integer cells in [0, n) made from x: floor, astype(int), clip."""
+    return xp.clip(xp.floor(xp.abs(x) * 1.7).astype(int), 0, n - 1)
+
+
+CASES = {
+    # a 1-D table lookup with linear interpolation, the table traced too
+    "interpolation": lambda x, xp: (lambda c, t: (1 - (x[:4] - c)) * t[c] + (x[:4] - c) * t[c + 1])(
+        _cells(x[:4], xp, 5), xp.sin(x[4:])),
+    # two index arrays on adjacent leading axes, repeated cells
+    "two axes": lambda x, xp: xp.exp(x).reshape(2, 5)[_cells(x[:6], xp, 2), _cells(x[3:9], xp, 5)],
+    # a slice, then an index array in place (NumPy keeps the indexed axis where it was)
+    "slice then index": lambda x, xp: (x * x).reshape(2, 5)[:, _cells(x[1:4], xp, 5)],
+    "index then slice": lambda x, xp: xp.tanh(x).reshape(5, 2)[_cells(x[:3], xp, 5), 1:],
+    "offset slice": lambda x, xp: xp.cos(x).reshape(5, 2)[1:, _cells(x[:3], xp, 2)],
+    # index arrays apart: their axes go in front (NumPy's rule)
+    "separated axes": lambda x, xp: xp.concatenate([x, x ** 2, x[:4]]).reshape(2, 3, 4)[
+        _cells(x[:2], xp, 2), :, _cells(x[5:7], xp, 4)],
+    # a constant integer array and an int beside a traced one
+    "with constants": lambda x, xp: xp.sin(x).reshape(2, 5)[np.array([1, 0, 1]), _cells(x[:3], xp, 5)]
+    + xp.sin(x).reshape(2, 5)[1, _cells(x[2:5], xp, 5)],
+    # integer arithmetic keeps integers: + - * // % abs minimum, negative indices wrap
+    "integer arithmetic": lambda x, xp: (lambda c, t: t[(c + 3) % 10] * t[c // 2] + t[xp.minimum(c * 2, 9)]
+                                         + t[xp.abs(c - 4)] + t[c - 10])(_cells(x[:4], xp, 6), x * x),
+    # a bool cast is a mask
+    "bool cast": lambda x, xp: xp.where((x - 0.5).astype(bool), x ** 3, 2 * x) + x.astype(np.int32),
+}
+
+
+def _reference(s, x):
+    g = functools.partial(s, xp=jnp)
+    grad, hess = jax.jit(lambda v: (jax.grad(g)(v), jax.hessian(g)(v)))(jnp.asarray(x))
+    return np.asarray(grad), np.asarray(hess)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_numpy_and_jax_in_every_mode(name):
+    f = CASES[name]
+    expected = f(x10, np)
+    value = np.asarray(jt.vjp(functools.partial(f, xp=np), x10)[0])
+    np.testing.assert_allclose(value, expected, rtol=1e-14, atol=1e-300)
+    w = np.linspace(0.5, 1.5, expected.size).reshape(expected.shape)
+
+    def s(x, xp=np):
+        return xp.sum(w * xp.sin(f(x, xp)))
+
+    grad, hess = _reference(s, x10)
+    for mode in MODES:
+        np.testing.assert_allclose(jt.grad(s, mode=mode)(x10), grad, rtol=1e-10, atol=1e-12, err_msg=mode)
+        np.testing.assert_allclose(jt.hessian(s, mode=mode)(x10), hess, rtol=1e-10, atol=1e-12, err_msg=mode)
+
+
+def test_integer_arrays_report_numpy_types():
+    seen = {}
+
+    def f(x):
+        i = x.astype(np.int32)
+        seen.update(i=i.dtype, plus=(i + 1).dtype, wide=(i + np.int64(2)).dtype, times=(i * 1.5).dtype,
+                    quotient=(i / 2).dtype, floor=(i // 2).dtype, back=i.astype(float).dtype, mask=(x > 0).dtype)
+        return np.sum(x)
+
+    trace(f, [np.ones(3)])
+    assert seen["i"] == np.int32 and seen["plus"] == np.int32 and seen["floor"] == np.int32
+    assert seen["wide"] == np.int64
+    assert seen["times"] == seen["quotient"] == seen["back"] == np.float64
+
+
+def test_a_repeated_index_accumulates_its_cotangents():
+    def f(t, x):
+        return np.sum(t[np.floor(x).astype(int)] * x)
+
+    t, x = np.arange(4.0), np.array([1.2, 1.7, 3.1, 1.5])
+    np.testing.assert_array_equal(jt.grad(f)(t, x), [0.0, 1.2 + 1.7 + 1.5, 0.0, 3.1])
+
+
+def test_an_index_out_of_range_raises_as_numpy_does():
+    g = jt.grad(lambda t, x: np.sum(t[np.floor(x).astype(int)]))
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 4"):
+        g(np.arange(4.0), np.array([1.0, 7.5]))
+
+
+def test_what_cannot_be_traced_is_refused_in_one_line():
+    table = np.arange(5.0)
+    with pytest.raises(UnsupportedOperationError, match="indexing a NumPy array with it"):
+        jt.grad(lambda x: np.sum(table[np.floor(x).astype(int)] * x))(np.ones(3))
+    with pytest.raises(UnsupportedOperationError, match="float array or mask.*astype\\(int\\)"):
+        jt.grad(lambda x: np.sum(x[np.floor(x)]))(np.ones(3))
+    with pytest.raises(UnsupportedOperationError, match="np.newaxis"):
+        jt.grad(lambda x: np.sum(x[None, np.floor(x).astype(int)]))(np.ones(3))
