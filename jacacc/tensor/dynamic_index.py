@@ -13,6 +13,9 @@ a computed index does the same).  Here:
   arithmetic on it (``+``, ``-``, ``*``, ``//``, ``%``, ``abs``, ``np.minimum``,
   ``np.maximum``, ``np.clip``) stays an integer array, as in NumPy
   (:func:`jacacc.tensor.trace.integer_result`);
+* ``np.argmax``/``np.argmin`` (an axis, ``keepdims``) and ``np.argsort`` (stable: ties in index
+  order) of traced values are integer arrays too, and ``np.take``/``np.take_along_axis`` take
+  them (a NumPy array taken from is a constant of the trace);
 * indexing with such arrays — alone or with constant integer arrays, ints and
   slices, by NumPy's rules for advanced indexing — is the operator
   ``take_dynamic``: linear in the array indexed, its transpose
@@ -220,3 +223,119 @@ def dynamic_getitem(a: Traced, key: Any) -> Traced:
         order = tuple(range(b, b + p)) + tuple(range(b)) + tuple(range(b + p, taken.ndim))
         taken = transpose_node(taken, order)
     return Traced(taken)
+
+
+# ---------------------------------------------------------------------------- integers NumPy computes
+def _arg_extremum(x: np.ndarray, axis: int | None, largest: bool, keepdims: bool) -> np.ndarray:
+    xp = array_module((x,))
+    found = (xp.argmax if largest else xp.argmin)(x, axis=axis, keepdims=keepdims)
+    return xp.asarray(found).astype(x.dtype)  # held in the plan's float type, exactly
+
+
+def _arg_extremum_shapes(x: Shape, axis: int | None, largest: bool, keepdims: bool) -> tuple[Shape]:
+    if axis is None:
+        return ((1,) * len(x) if keepdims else (),)
+    return (tuple(1 if k == axis else n for k, n in enumerate(x)) if keepdims else x[:axis] + x[axis + 1:],)
+
+
+def _stable_argsort(x: np.ndarray, axis: int) -> np.ndarray:
+    xp = array_module((x,))
+    order = np.argsort(x, axis=axis, kind="stable") if xp is np else xp.argsort(x, axis=axis)
+    return order.astype(x.dtype)
+
+
+register_operator(Operator("arg_extremum", _arg_extremum, _arg_extremum_shapes, device=True, zero_derivative=True,
+                           flops=lambda x, **_: math.prod(x)))
+register_operator(Operator("argsort_values", _stable_argsort, lambda x, axis: (x,), device=True, zero_derivative=True,
+                           flops=lambda x, axis: math.prod(x) * max(1, math.ceil(math.log2(max(x[axis], 2))))))
+
+
+def _axis_of(name: str, axis: Any, shape: Shape) -> int:
+    from jacacc.tensor.arrays import _axis
+
+    return _axis(name, axis, shape)
+
+
+def _integers_of(name: str, x: Any, **options: Any) -> Traced:
+    (node,) = apply_operator(name, [_node(x)], **options)
+    return as_integer(Traced(node), np.intp)
+
+
+def _arg(largest: bool) -> Any:
+    name = "np.argmax" if largest else "np.argmin"
+
+    def arg(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Traced:
+        if out is not None:
+            raise UnsupportedOperationError(f"{name} with out= is not supported by jacacc.tensor")
+        x = _node(a)
+        k = None if axis is None else _axis_of(name, axis, x.shape)
+        if x.size == 0:
+            raise ValueError(f"attempt to get {name[3:]} of an empty sequence")
+        return _integers_of("arg_extremum", a, axis=k, largest=largest, keepdims=bool(keepdims))
+
+    return arg
+
+
+def _argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> Traced:
+    """``np.argsort``: the stable order (ties in index order, as ``kind="stable"``), an integer array."""
+    if order is not None:
+        raise UnsupportedOperationError("np.argsort with order= (structured arrays) is not supported by jacacc.tensor")
+    x = _node(a)
+    if axis is None:
+        from jacacc.tensor.arrays import reshape_node
+
+        a, axis = Traced(reshape_node(x, (x.size,))), 0
+    return _integers_of("argsort_values", a, axis=_axis_of("np.argsort", axis, _node(a).shape))
+
+
+def _lifted(a: Any) -> Traced:
+    """``a`` as a traced array: a NumPy array indexed by traced integers becomes a constant of the trace."""
+    return a if isinstance(a, Traced) else Traced(E.const(np.asarray(a, dtype=float)))
+
+
+def _take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Traced:
+    """``np.take_along_axis``: every other axis indexed by its own position, broadcast against ``indices``."""
+    x = _lifted(arr)
+    if axis is None:
+        from jacacc.tensor.arrays import reshape_node
+
+        x, axis = Traced(reshape_node(x.node, (x.size,))), 0
+    k = _axis_of("np.take_along_axis", axis, x.shape)
+    if np.ndim(indices) != x.ndim:
+        raise ValueError(f"np.take_along_axis: indices of {np.ndim(indices)} dimension(s) for an array of {x.ndim}")
+    key = tuple(indices if m == k else np.arange(n).reshape((-1,) + (1,) * (x.ndim - 1 - m))
+                for m, n in enumerate(x.shape))
+    return x[key]
+
+
+def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Traced:
+    """``np.take`` (``mode="raise"``): the flattened array, or one axis, indexed."""
+    if out is not None or mode != "raise":
+        raise UnsupportedOperationError("np.take with out= or a mode other than 'raise' is not supported by "
+                                        "jacacc.tensor")
+    x = _lifted(a)
+    if axis is None:
+        from jacacc.tensor.arrays import reshape_node
+
+        return Traced(reshape_node(x.node, (x.size,)))[indices]
+    return x[(slice(None),) * _axis_of("np.take", axis, x.shape) + (indices,)]
+
+
+def _register_functions() -> None:
+    from jacacc.tensor.trace import register_function, register_method
+
+    register_function(np.argmax)(_arg(True))
+    register_function(np.argmin)(_arg(False))
+    register_function(np.argsort)(_argsort)
+    register_function(np.take_along_axis)(_take_along_axis)
+    register_function(np.take)(_take)
+    register_method("argmax")(lambda self, axis=None, out=None, *, keepdims=False: _arg(True)(self, axis, out,
+                                                                                              keepdims=keepdims))
+    register_method("argmin")(lambda self, axis=None, out=None, *, keepdims=False: _arg(False)(self, axis, out,
+                                                                                               keepdims=keepdims))
+    register_method("argsort")(lambda self, axis=-1, kind=None, order=None: _argsort(self, axis, kind, order))
+    register_method("take")(lambda self, indices, axis=None, out=None, mode="raise": _take(self, indices, axis, out,
+                                                                                          mode))
+
+
+_register_functions()

@@ -83,10 +83,11 @@ class Traced:
 
     @property
     def T(self) -> Traced:  # noqa: N802 - NumPy's name
-        return _transpose(self, None)
+        return integer_result(_transpose(self, None), self)
 
     def transpose(self, *axes: Any) -> Traced:
-        return _transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+        moved = _transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+        return integer_result(moved, self)
 
     def sum(self, axis: Any = None, **kwargs: Any) -> Traced:
         return _sum(self, axis, **kwargs)
@@ -195,6 +196,8 @@ class Traced:
         # function used instead of a bare AttributeError.
         method = _METHODS.get(name)
         if method is not None and not name.startswith("_"):
+            if name in _ENTRY_MOVING_METHODS and self.node in _INTEGERS:  # an integer array's entries, moved
+                return lambda *args, **kwargs: integer_result(method(self, *args, **kwargs), self)
             return functools.partial(method, self)
         if not name.startswith("_") and hasattr(np.ndarray, name):
             raise UnsupportedOperationError(f"ndarray.{name} is not supported by jacacc.tensor")
@@ -204,7 +207,7 @@ class Traced:
         handler = _METHODS.get("__getitem__")
         if handler is None:
             raise UnsupportedOperationError(f"indexing a traced tensor ({key!r}) is not supported by jacacc.tensor")
-        return handler(self, key)
+        return integer_result(handler(self, key), self)
 
     def __array__(self, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
         kind = np.dtype(dtype) if dtype is not None else None
@@ -246,7 +249,12 @@ class Traced:
         handler = _FUNCTIONS.get(func)
         if handler is None:
             raise UnsupportedOperationError(f"{qualified_name(func)} is not supported by jacacc.tensor")
-        return handler(*args, **kwargs)
+        result = handler(*args, **kwargs)
+        if getattr(func, "__name__", None) in _ENTRY_MOVING_FUNCTIONS and isinstance(result, Traced):
+            # integers moved about stay integers (NumPy's dtype of a reshape, a concatenation, …)
+            arrays = args[0] if func.__name__ in _JOINING_FUNCTIONS and isinstance(args[0], list | tuple) else args[:1]
+            return integer_result(result, *arrays)
+        return result
 
 
 # ---------------------------------------------------------------------------- registries
@@ -450,6 +458,17 @@ def _binary_elementwise(name: str, x: Any, y: Any) -> Traced:
     result = Traced(E.elementwise(name, a, b))
     return integer_result(result, x, y) if name in _INTEGER_PRESERVING else result
 
+
+#: NumPy functions and ndarray methods that only move entries (of their first argument, or of every
+#: array of the sequence a joining function takes): an integer array's result is one too
+_ENTRY_MOVING_FUNCTIONS = frozenset({
+    "reshape", "ravel", "transpose", "squeeze", "expand_dims", "moveaxis", "swapaxes", "broadcast_to", "flip",
+    "fliplr", "flipud", "roll", "rot90", "atleast_1d", "atleast_2d", "atleast_3d", "tile", "repeat", "copy",
+    "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "sort", "take", "take_along_axis",
+    "diagonal", "tril", "triu"})
+_JOINING_FUNCTIONS = frozenset({"concatenate", "stack", "hstack", "vstack", "dstack", "column_stack"})
+_ENTRY_MOVING_METHODS = frozenset({"reshape", "ravel", "flatten", "transpose", "squeeze", "swapaxes", "copy",
+                                   "repeat", "take", "diagonal"})
 
 #: nodes holding integers that NumPy would type as integers (``astype(int)`` of traced values, and
 #: integer arithmetic on them): computed in the plan's float type, exactly (|n| < 2⁵³), their type

@@ -52,6 +52,14 @@ CASES = {
                                          + t[xp.abs(c - 4)] + t[c - 10])(_cells(x[:4], xp, 6), x * x),
     # a bool cast is a mask
     "bool cast": lambda x, xp: xp.where((x - 0.5).astype(bool), x ** 3, 2 * x) + x.astype(np.int32),
+    # integers NumPy computes from the values: argmax, argmin (axes, keepdims), argsort
+    "argmax": lambda x, xp: x[xp.argmax(x)] * x + x.reshape(2, 5)[0, xp.argmin(x[5:])],
+    "argmin along an axis": lambda x, xp: xp.take_along_axis(
+        xp.sin(x).reshape(2, 5), xp.argmin(x.reshape(2, 5), axis=1, keepdims=True), axis=1),
+    "sort by argsort": lambda x, xp: xp.take_along_axis(x.reshape(2, 5) ** 2, xp.argsort(x.reshape(2, 5), axis=1),
+                                                        axis=1) * xp.arange(10.0).reshape(2, 5),
+    "take": lambda x, xp: xp.take(xp.exp(x).reshape(5, 2), xp.argsort(x)[:4] // 2, axis=0)
+    + xp.take(x, x.argmax()) + x.take(xp.argsort(x)[::3]).sum(),
 }
 
 
@@ -84,13 +92,16 @@ def test_integer_arrays_report_numpy_types():
     def f(x):
         i = x.astype(np.int32)
         seen.update(i=i.dtype, plus=(i + 1).dtype, wide=(i + np.int64(2)).dtype, times=(i * 1.5).dtype,
-                    quotient=(i / 2).dtype, floor=(i // 2).dtype, back=i.astype(float).dtype, mask=(x > 0).dtype)
+                    quotient=(i / 2).dtype, floor=(i // 2).dtype, back=i.astype(float).dtype, mask=(x > 0).dtype,
+                    moved=[i[1:].dtype, i.reshape(3, 1).T.dtype, np.concatenate([i, i]).dtype, np.flip(i).dtype],
+                    mixed=np.concatenate([i, x]).dtype, order=np.argsort(x).dtype, best=np.argmax(x).dtype)
         return np.sum(x)
 
     trace(f, [np.ones(3)])
     assert seen["i"] == np.int32 and seen["plus"] == np.int32 and seen["floor"] == np.int32
     assert seen["wide"] == np.int64
-    assert seen["times"] == seen["quotient"] == seen["back"] == np.float64
+    assert seen["times"] == seen["quotient"] == seen["back"] == seen["mixed"] == np.float64
+    assert seen["moved"] == [np.int32] * 4 and seen["order"] == seen["best"] == np.intp
 
 
 def test_a_repeated_index_accumulates_its_cotangents():
@@ -105,6 +116,17 @@ def test_an_index_out_of_range_raises_as_numpy_does():
     g = jt.grad(lambda t, x: np.sum(t[np.floor(x).astype(int)]))
     with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 4"):
         g(np.arange(4.0), np.array([1.0, 7.5]))
+
+
+def test_a_numpy_array_taken_along_computed_indices_is_a_constant():
+    table = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+    def f(x):
+        order = np.argsort(x, axis=1)
+        return np.sum(np.take_along_axis(table, order, axis=1) * x)
+
+    x = np.array([[0.5, -1.0, 2.0], [3.0, 1.0, 0.0]])
+    np.testing.assert_array_equal(jt.grad(f)(x), np.take_along_axis(table, np.argsort(x, axis=1), axis=1))
 
 
 def test_what_cannot_be_traced_is_refused_in_one_line():
