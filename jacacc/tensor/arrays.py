@@ -1133,6 +1133,7 @@ def _concatenate_batch(batch_shape, args, flags, axis):  # noqa: ANN001, ANN202
 
 register_operator(Operator("concatenate", lambda *xs, axis: array_module(xs).concatenate(xs, axis=axis),
                            _concatenate_shapes, batch=_concatenate_batch, device=True,
+                           spelling=lambda args, axis: f"np.concatenate(({', '.join(args)},), axis={axis})",
                            linear_in="all", transpose=_concatenate_transpose))
 
 

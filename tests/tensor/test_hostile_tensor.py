@@ -182,6 +182,22 @@ def test_the_sign_of_a_captured_zero_counts():
     np.testing.assert_allclose(h(X), [np.pi, -np.pi, np.pi])
 
 
+@pytest.mark.parametrize("size", [3, (1 << 16) // 8 + 1])  # compared byte for byte, and by NumPy
+def test_captured_arrays_are_compared_exactly_at_either_size(size):
+    from jacacc.tensor.captured import Captured
+
+    w = np.zeros(size)
+    w[0] = np.nan
+    captured = Captured.of(lambda x: w @ x)
+    assert captured.changed() is None              # NaN is still NaN
+    w[1] = -0.0
+    assert "'w'" in captured.changed()             # the sign of a zero
+    w[1] = 0.0
+    assert captured.changed() is None
+    w[-1] = 1e-300
+    assert "'w'" in captured.changed()
+
+
 def test_containers_numpy_reads_are_checked():
     """A deque, an array.array, a scipy.sparse matrix's arrays and a torch tensor, changed in place."""
     import array
