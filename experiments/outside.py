@@ -33,6 +33,16 @@ autograd_gp                 autograd, examples/gaussian_process.py (RBF kernel, 
 autograd_rnn                autograd, examples/rnn.py (Python loop over time, dict of parameters, logsumexp)
 autograd_bbsvi              autograd, examples/black_box_svi.py (reparameterized ELBO; the target here is a
                             Bayesian logistic regression; the noise is drawn outside and passed in)
+autograd_lstm               autograd, examples/lstm.py (four gates by ``np.hstack`` and ``np.dot`` in a Python
+                            loop over time, dict of parameters, logsumexp)
+autograd_hmm                autograd, examples/hmm_em.py (``log_partition_function``: the forward algorithm in
+                            log space over a list of integer sequences, ``log_B[:, y]``)
+autograd_ica                autograd, examples/ica.py (``logprob``: ``scipy.stats.t.logpdf`` of the
+                            observations around ``latents · weights``)
+autograd_negative_binomial  autograd, examples/negative_binomial_maxlike.py (``negbin_loglike`` by gammaln)
+autograd_fluidsim           autograd, examples/fluidsim/fluidsim.py (advection by bilinear interpolation at
+                            cells ``np.floor(…).astype(int)``, projection by ``np.roll`` sweeps, three steps;
+                            the initial smoke an argument instead of a global NumPy array)
 jax_mnist_mlp               JAX, examples/mnist_classifier_fromscratch.py (list of (w, b), batch tuple)
 jax_advi_funnel             JAX, examples/advi.py (Neal's funnel, scipy.stats.norm.logpdf, batch of samples)
 jax_convolve                JAX documentation, "Thinking in JAX" / just-in-time compilation: ``convolve``
@@ -243,6 +253,13 @@ class TorchNumPy:
     def expand_dims(self, a: Any, axis: int) -> Any:
         return self.torch.unsqueeze(a, axis)
 
+    def hstack(self, arrays: Any) -> Any:
+        tensors = [self._tensor(a) for a in arrays]
+        return self.torch.cat(tensors, dim=1 if tensors[0].dim() > 1 else 0)
+
+    def log(self, a: Any) -> Any:
+        return self.torch.log(self._tensor(a))
+
 
 class _TorchSpecial:
     """``scipy.special``'s spellings on PyTorch."""
@@ -425,6 +442,124 @@ def autograd_rnn(params: Tree, inputs: Array, xp: Any = np) -> Array:
         logprobs = output - sp.logsumexp(output, axis=1, keepdims=True)
         loglik = loglik + xp.sum(logprobs * inputs[t])
     return -loglik / (num_steps * num_sequences)
+
+
+def autograd_lstm(params: Tree, inputs: Array, targets: Array, xp: Any = np) -> Array:
+    """Negative mean log-likelihood of one-hot sequences (T, B, D) under an LSTM run as a Python loop
+    (four gates, each ``np.dot`` of ``np.hstack``'ed input, hiddens and a column of ones), as
+    ``lstm_log_likelihood`` of the example."""
+    sp = special(xp)
+
+    def sigmoid(x: Array) -> Array:
+        return 0.5 * (xp.tanh(x) + 1.0)
+
+    def concat_and_multiply(weights: Array, *args: Array) -> Array:
+        cat_state = xp.hstack(args + (xp.ones((args[0].shape[0], 1)),))
+        return xp.dot(cat_state, weights)
+
+    def update_lstm(input: Array, hiddens: Array, cells: Array, forget_weights: Array, change_weights: Array,
+                    ingate_weights: Array, outgate_weights: Array) -> tuple[Array, Array]:
+        change = xp.tanh(concat_and_multiply(change_weights, input, hiddens))
+        forget = sigmoid(concat_and_multiply(forget_weights, input, hiddens))
+        ingate = sigmoid(concat_and_multiply(ingate_weights, input, hiddens))
+        outgate = sigmoid(concat_and_multiply(outgate_weights, input, hiddens))
+        cells = cells * forget + ingate * change
+        hiddens = outgate * xp.tanh(cells)
+        return hiddens, cells
+
+    def hiddens_to_output_probs(hiddens: Array) -> Array:
+        output = concat_and_multiply(params["predict"], hiddens)
+        return output - sp.logsumexp(output, axis=1, keepdims=True)
+
+    num_sequences = inputs.shape[1]
+    hiddens = xp.repeat(params["init hiddens"], num_sequences, axis=0)
+    cells = xp.repeat(params["init cells"], num_sequences, axis=0)
+    output = [hiddens_to_output_probs(hiddens)]
+    for input in inputs:
+        hiddens, cells = update_lstm(input, hiddens, cells, params["forget"], params["change"], params["ingate"],
+                                     params["outgate"])
+        output.append(hiddens_to_output_probs(hiddens))
+    loglik = 0.0
+    num_time_steps, num_examples, _ = inputs.shape
+    for t in range(num_time_steps):
+        loglik += xp.sum(output[t] * targets[t])
+    return -loglik / (num_time_steps * num_examples)
+
+
+def autograd_hmm(natural_params: Tree, data: Tree, xp: Any = np) -> Array:
+    """The log partition function of an HMM (the forward algorithm in log space, a Python loop over
+    each sequence's observations, ``log_B[:, y]`` by an integer observation), summed over a list of
+    sequences, as ``log_partition_function`` of the example (whose gradient is EM's E-step)."""
+    sp = special(xp)
+    if isinstance(data, list):
+        return sum(autograd_hmm(natural_params, sequence, xp) for sequence in data)
+    log_pi, log_A, log_B = natural_params
+    log_alpha = log_pi
+    for y in data:
+        log_alpha = sp.logsumexp(log_alpha[:, None] + log_A, axis=0) + log_B[:, y]
+    return sp.logsumexp(log_alpha)
+
+
+def autograd_ica(weights: Array, latents: Array, noise_std: Array, observed: Array, xp: Any = np) -> Array:
+    """Negative log-likelihood of ICA's observation model: Student-t noise (2.4 degrees of freedom)
+    around ``latents · weights``, by ``scipy.stats.t.logpdf``, as ``logprob`` of the example."""
+    preds = xp.dot(latents, weights)
+    return -xp.sum(stats(xp).t.logpdf(preds, 2.4, observed, noise_std))
+
+
+def autograd_negative_binomial(rp: Array, x: Array, xp: Any = np) -> Array:
+    """Negative log-likelihood of negative-binomial counts in (r, p) through ``gammaln``, as
+    ``negbin_loglike`` of the example, summed over the data."""
+    gammaln = special(xp).gammaln
+    r, p = rp[0], rp[1]
+    return -xp.sum(gammaln(r + x) - gammaln(r) - gammaln(x + 1) + x * xp.log(p) + r * xp.log(1 - p))
+
+
+def autograd_fluidsim(params: Array, init_smoke: Array, target: Array, xp: Any = np) -> Array:
+    """Distance to a target image after a smoke simulation (semi-Lagrangian advection by bilinear
+    interpolation at cells computed from the velocities, ``np.floor(…).astype(int)`` and ``np.mod``,
+    then projection by Gauss-Seidel sweeps of ``np.roll``), as ``objective`` of the example; the
+    initial smoke is an argument, not a global (a NumPy array indexed by traced integers is not traced)."""
+
+    def project(vx: Array, vy: Array) -> tuple[Array, Array]:
+        p = xp.zeros(vx.shape)
+        h = 1.0 / vx.shape[0]
+        div = -0.5 * h * (xp.roll(vx, -1, axis=0) - xp.roll(vx, 1, axis=0)
+                          + xp.roll(vy, -1, axis=1) - xp.roll(vy, 1, axis=1))
+        for _ in range(10):
+            p = (div + xp.roll(p, 1, axis=0) + xp.roll(p, -1, axis=0)
+                 + xp.roll(p, 1, axis=1) + xp.roll(p, -1, axis=1)) / 4.0
+        vx -= 0.5 * (xp.roll(p, -1, axis=0) - xp.roll(p, 1, axis=0)) / h
+        vy -= 0.5 * (xp.roll(p, -1, axis=1) - xp.roll(p, 1, axis=1)) / h
+        return vx, vy
+
+    def advect(f: Array, vx: Array, vy: Array) -> Array:
+        rows, cols = f.shape
+        cell_ys, cell_xs = xp.meshgrid(xp.arange(rows), xp.arange(cols))
+        center_xs = (cell_xs - vx).ravel()
+        center_ys = (cell_ys - vy).ravel()
+        left_ix = xp.floor(center_xs).astype(int)
+        top_ix = xp.floor(center_ys).astype(int)
+        rw = center_xs - left_ix
+        bw = center_ys - top_ix
+        left_ix = xp.mod(left_ix, rows)
+        right_ix = xp.mod(left_ix + 1, rows)
+        top_ix = xp.mod(top_ix, cols)
+        bot_ix = xp.mod(top_ix + 1, cols)
+        flat_f = (1 - rw) * ((1 - bw) * f[left_ix, top_ix] + bw * f[left_ix, bot_ix]) \
+            + rw * ((1 - bw) * f[right_ix, top_ix] + bw * f[right_ix, bot_ix])
+        return xp.reshape(flat_f, (rows, cols))
+
+    vx, vy, smoke = params[:, :, 0], params[:, :, 1], init_smoke
+    for _ in range(FLUID_STEPS):
+        vx_updated = advect(vx, vx, vy)
+        vy_updated = advect(vy, vx, vy)
+        vx, vy = project(vx_updated, vy_updated)
+        smoke = advect(smoke, vx, vy)
+    return xp.mean((target - smoke) ** 2)
+
+
+FLUID_STEPS = 3
 
 
 def autograd_bbsvi(params: Tree, noise: Array, X: Array, y: Array, xp: Any = np) -> Array:
@@ -658,6 +793,41 @@ def rnn_args(n: int, rng: np.random.Generator) -> Arguments:
     return params, inputs
 
 
+def lstm_args(n: int, rng: np.random.Generator) -> Arguments:
+    D, H, B = 8, 10, 4
+    params = {gate: rng.standard_normal((D + H + 1, H)) / math.sqrt(D + H) for gate in
+              ("forget", "change", "ingate", "outgate")}
+    params.update({"init hiddens": 0.1 * rng.standard_normal((1, H)), "init cells": 0.1 * rng.standard_normal((1, H)),
+                   "predict": rng.standard_normal((H + 1, D)) / math.sqrt(H)})
+    return params, _one_hot(rng.integers(0, D, (n, B)), D), _one_hot(rng.integers(0, D, (n, B)), D)
+
+
+def hmm_args(n: int, rng: np.random.Generator) -> Arguments:
+    K, D = 3, 5
+    params = [np.log(rng.dirichlet(np.ones(K))), np.log(rng.dirichlet(np.ones(K), size=K)),
+              np.log(rng.dirichlet(np.ones(D), size=K))]
+    return params, [rng.integers(0, D, n) for _ in range(3)]
+
+
+def ica_args(n: int, rng: np.random.Generator) -> Arguments:
+    latent, observed = 2, 6
+    latents = rng.standard_t(2.4, (n, latent))
+    weights = rng.standard_normal((latent, observed))
+    data = latents @ weights + 0.5 * rng.standard_t(2.4, (n, observed))
+    return weights + 0.1 * rng.standard_normal(weights.shape), latents, np.array(0.5), data
+
+
+def negative_binomial_args(n: int, rng: np.random.Generator) -> Arguments:
+    return np.array([3.0, 0.4]), rng.negative_binomial(5, 0.3, n).astype(float)
+
+
+def fluidsim_args(n: int, rng: np.random.Generator) -> Arguments:
+    grid = np.arange(n) / n
+    smoke = np.outer(np.sin(np.pi * grid), np.sin(np.pi * grid))
+    target = np.roll(smoke, n // 4, axis=0)
+    return 0.5 * rng.standard_normal((n, n, 2)), smoke, target
+
+
 def bbsvi_args(n: int, rng: np.random.Generator) -> Arguments:
     D, samples, data = n, 32, 100
     X = rng.standard_normal((data, D)) / math.sqrt(D)
@@ -761,6 +931,14 @@ OBJECTIVES: tuple[Objective, ...] = (
     Objective("autograd_gp", "autograd examples/gaussian_process.py", autograd_gp, gp_args, (8, 100)),
     Objective("autograd_rnn", "autograd examples/rnn.py", autograd_rnn, rnn_args, (3, 12)),
     Objective("autograd_bbsvi", "autograd examples/black_box_svi.py", autograd_bbsvi, bbsvi_args, (3, 20)),
+    Objective("autograd_lstm", "autograd examples/lstm.py", autograd_lstm, lstm_args, (3, 12)),
+    Objective("autograd_hmm", "autograd examples/hmm_em.py (log_partition_function)", autograd_hmm, hmm_args,
+              (4, 20)),
+    Objective("autograd_ica", "autograd examples/ica.py (logprob)", autograd_ica, ica_args, (10, 50), torch=False),
+    Objective("autograd_negative_binomial", "autograd examples/negative_binomial_maxlike.py",
+              autograd_negative_binomial, negative_binomial_args, (10, 100)),
+    Objective("autograd_fluidsim", "autograd examples/fluidsim/fluidsim.py", autograd_fluidsim, fluidsim_args,
+              (6, 16), torch=False),
     Objective("jax_mnist_mlp", "JAX examples/mnist_classifier_fromscratch.py", jax_mnist_mlp, mnist_args, (4, 12)),
     Objective("jax_advi_funnel", "JAX examples/advi.py", jax_advi_funnel, funnel_args, (8, 128)),
     Objective("jax_convolve", "JAX documentation, Thinking in JAX (convolve)", jax_convolve, convolve_args,
