@@ -71,7 +71,7 @@ def environment() -> dict[str, Any]:
     --------
     >>> env = environment()
     >>> sorted(env)[:3]
-    ['cpu_count', 'machine', 'platform']
+    ['cpu_count', 'cpu_model', 'machine']
     >>> env["versions"]["numpy"] is not None
     True
     """
@@ -87,9 +87,24 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "versions": versions,
         "thread_pools": thread_pools(),
     }
+
+
+def cpu_model() -> str | None:
+    """The processor's model name (``/proc/cpuinfo`` on Linux; ``None`` where it cannot be read): ratios
+    against peers differ between machines of one platform string (vector units, caches), so a record
+    names the processor it was measured on."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def thread_pools() -> list[dict[str, Any]]:

@@ -94,6 +94,13 @@ def _checked_indices(index: Any, n: int, axis: int, xp: Any) -> Any:
 
 
 def _flat_positions(indices: tuple[Any, ...], extents: Shape, xp: Any) -> Any:
+    """The row-major flat positions of the index arrays in a block of ``extents``."""
+    if xp is np:
+        # the common case in one C call: indices in range (ravel_multi_index checks them)
+        try:
+            return np.ravel_multi_index(tuple(i.astype(np.intp) for i in indices), extents)
+        except ValueError:
+            pass  # a negative index to wrap, or one out of range to name: the careful way below
     checked = [_checked_indices(i, n, axis, xp) for axis, (i, n) in enumerate(zip(indices, extents, strict=True))]
     flat = checked[0]
     for i, n in zip(checked[1:], extents[1:], strict=True):  # row-major: ravel_multi_index
@@ -117,6 +124,9 @@ def _scatter_dynamic(t: np.ndarray, *indices: np.ndarray, shape: Shape, lead: in
     flat = _flat_positions(indices, extents, xp).reshape(-1)
     batch = math.prod(shape[:lead])
     size, width = math.prod(extents), math.prod(rest)
+    if batch == 1 and width == 1:  # a vector of cotangents to add at the positions: one bincount
+        total = xp.bincount(flat, weights=t.reshape(-1), minlength=size)
+        return total.reshape(shape).astype(t.dtype, copy=False)
     # each (batch row, index, trailing entry) is one position of a flat bincount: repeated indices add
     values = t.reshape(batch, flat.size, width)
     positions = ((xp.arange(batch)[:, None, None] * size + flat[None, :, None]) * width

@@ -256,7 +256,7 @@ class Program:
         planned = self.outputs
         if isomorphic.ENABLED:  # the NumPy steps batched; ``outputs`` (what the scalar tier writes out) not
             planned = tuple(isomorphic.batch_isomorphic(planned))
-        planned = tuple(collapse_views(planned))
+        planned = tuple(collapse_views(planned, fusion.read_in_place(planned) if fusing else frozenset()))
         if fusing:
             planned = fusion.fused_outputs(planned, self.dtype)
             if kept:  # fold those no region wrote as brackets (one more pass only where some were kept)

@@ -29,7 +29,10 @@ What a region holds:
 * basic indexing (``x[1:]``, ``x[::-2]``, ``A[:, 0]``: a read of its operand at
   shifted, strided or fixed indices, never a copy) and its scatter back
   (``index_scatter``, the adjoint: a bracket of where the slice lies around the
-  read; a quotient where its step is above 1);
+  read; a quotient where its step is above 1), zero padding (``np.pad``) and
+  concatenation (``np.concatenate``, ``np.roll``: each piece read at its shifted
+  indices under the bracket of where it lies) — so a stencil of shifted copies,
+  a Gauss–Seidel sweep by ``np.roll``, is one loop;
 * a contraction of at most :data:`INLINE_SUM_MAX` terms per entry and at least
   :data:`INLINE_MIN_SIZE` entries (``U @ V.T`` of rank 5 at n = 2048) that the
   region reads at every loop index: its terms written out where they are read,
@@ -161,6 +164,7 @@ from jacacc.tensor.expr import (
 __all__ = ["COMPILE_AFTER", "COMPILE_BUDGET", "CompileBudget", "CUDA_ENABLED", "CUDA_MAX_SERIAL", "ENABLED", "fusable", "FUSION_MIN_SIZE", "INLINE_MIN_SIZE", "INLINE_SUM_MAX", "LOW_RANK_MAX",
            "MIN_OPERATIONS",
            "REDUCTION_FACTOR", "REREAD_MIN", "SLOW_IN_KERNELS", "SMALL_SCALED_SIZE", "FusedKernel", "Region", "find_regions",
+           "read_in_place",
            "fused_outputs", "inline_operands_in_loop_order", "is_structural", "min_size_of", "numba_available", "scales_into_regions"]
 
 #: fuse at all (``JACACC_FUSION=0`` in the environment turns it off); read when a program is planned
@@ -422,7 +426,7 @@ def _kind(node: Tensor, scatters: set[int]) -> str | None:
         return None if any(id(a) in scatters for a in node.args) else "elementwise"
     if node.kind == "einsum" and id(node) not in scatters:
         return _einsum_kind(node)
-    if node.kind == "op" and _index_map(node) is not None:
+    if _places_operands(node):
         return "elementwise"
     return None
 
@@ -448,7 +452,7 @@ def _elementwise_einsum(node: Tensor) -> bool:
 
 def is_structural(node: Tensor, memo: dict[int, bool] | None = None) -> bool:
     """Whether ``node`` reads no array: the unit tensors δ, ones and zeros, scalar constants, and
-    basic indexing, scatters (:func:`_index_map`), sums and elementwise products of them — a
+    basic indexing, scatters, pads, concatenations (:func:`_operand_reads`), sums and elementwise products of them — a
     function of the loop indices alone (``δ[:, 1:] - δ[:, :-1]``: ``[i == j + 1] - [i == j]``).
     A region writes such a node into its body wherever it reads it, as brackets and numbers,
     instead of reading it from memory; constant folding leaves it to the regions
@@ -466,12 +470,69 @@ def is_structural(node: Tensor, memo: dict[int, bool] | None = None) -> bool:
         if node.kind == "const":
             found = node.shape == () or node.param[0] in ("delta", "ones", "zeros")
         elif node.kind == "add" or (node.kind == "einsum" and _elementwise_einsum(node)) \
-                or _index_map(node) is not None:
+                or _places_operands(node):
             found = all(is_structural(a, memo) for a in node.args)
         else:
             found = False
         memo[id(node)] = found
     return found
+
+
+#: operators a region reads through rather than calls: basic indexing, its scatter back, zero
+#: padding and concatenation (``np.roll``, shifted stencils): each operand read at shifted indices,
+#: under brackets where it lies
+_PLACING = frozenset({"index", "index_scatter", "pad", "concatenate"})
+
+
+def _places_operands(node: Tensor) -> bool:
+    return node.kind == "op" and node.param[2] == 0 and node.param[0] in _PLACING
+
+
+def _operand_reads(node: Tensor, names: tuple[Affine, ...]) -> list[tuple[int, tuple[Affine, ...], tuple[Condition, ...]]]:
+    """Where each operand of a placing node (:data:`_PLACING`) is read when the node is read at
+    ``names``: ``(position, indices, conditions)``, the value the sum of the operands read there
+    under their conditions.  A zero pad of ``x`` by ``(b, c)`` along an axis reads ``x[i − b]`` where
+    ``b ≤ i < b + n``; piece ``k`` of a concatenation along an axis, starting at ``s_k``, is read at
+    ``i − s_k`` where ``s_k ≤ i < s_k + n_k``."""
+    name, options = node.param[0], dict(node.param[1])
+    if name in ("index", "index_scatter"):
+        read, conditions = _indexed_names(node, names)
+        return [(0, read, conditions)]
+    if name == "pad":
+        shifted, conditions = list(names), []
+        for axis, ((before, after), n) in enumerate(zip(options["widths"], node.args[0].shape, strict=True)):
+            if before or after:
+                shifted[axis], inside = _within(names[axis], before, n)
+                conditions += inside
+        return [(0, tuple(shifted), tuple(conditions))]
+    axis, start, reads = options["axis"], 0, []
+    for position, piece in enumerate(node.args):
+        n = piece.shape[axis]
+        at, conditions = _within(names[axis], start, n)
+        reads.append((position, names[:axis] + (at,) + names[axis + 1:], tuple(conditions)))
+        start += n
+    return reads
+
+
+def _within(at: Affine, start: int, length: int) -> tuple[Affine, list[Condition]]:
+    """Index ``at`` of a block placed at ``start`` (``length`` long) as the block's own index, and
+    the brackets of its lying inside the block."""
+    distance = at - Affine.make({}, start)
+    return distance, [Condition(distance, ">="), Condition(Affine.make({}, length - 1) - distance, ">=")]
+
+
+def read_in_place(roots: Sequence[Tensor]) -> frozenset[int]:
+    """The placing nodes (:data:`_PLACING`) every reader of which is fused elementwise work: a region
+    reads such a node's operands at shifted indices, so it is better left a concatenation of slices
+    (``np.roll``) than gathered into one copy first (:func:`jacacc.tensor.views.collapse_views`)."""
+    nodes = nodes_of(roots)
+    readers: dict[int, list[Tensor]] = {}
+    for node in nodes:
+        for a in node.args:
+            readers.setdefault(id(a), []).append(node)
+    outputs = {id(r) for r in roots}
+    return frozenset(id(n) for n in nodes if _places_operands(n) and id(n) not in outputs
+                     and all(_kind(r, set()) == "elementwise" for r in readers.get(id(n), ())))
 
 
 def _index_map(node: Tensor) -> tuple[str, Any] | None:
@@ -557,9 +618,9 @@ def _output_names(node: Tensor) -> tuple[str, ...]:
 def _operand_place(consumer: Tensor, place: _Place, position: int, root: bool) -> _Place:
     """Where operand ``position`` of ``consumer`` (at ``place``; ``root``: the region's root) is read."""
     operand = consumer.args[position]
-    if consumer.kind == "op":  # basic indexing or its scatter (_index_map)
-        return _Place(place.root, _indexed_names(consumer, place.names)[0], place.context, place.strict,
-                      place.copies)
+    if consumer.kind == "op":  # basic indexing, its scatter, padding or concatenation (_operand_reads)
+        read = next(names for k, names, _ in _operand_reads(consumer, place.names) if k == position)
+        return _Place(place.root, read, place.context, place.strict, place.copies)
     if consumer.kind != "einsum":
         names = place.names if operand.shape == consumer.shape else ()
         return _Place(place.root, names, place.context, place.strict, place.copies)
@@ -732,7 +793,8 @@ def _scattered_cheaper(region: Region) -> bool:
     region's brackets, which the kernel tests at every entry for every slice: a convolution's
     Hessian by windows sums 98 blocks of 3 × 100 into a 100 × 100 array (98 brackets at each of
     10⁴ entries against 98 additions of 300)."""
-    boxes = [m.args[0].size for m in region.members if m.kind == "op" and m.param[0] == "index_scatter"]
+    boxes = [a.size for m in region.members if m.kind == "op" and m.param[0] in ("index_scatter", "concatenate")
+             for a in m.args]
     if len(boxes) < 2:
         return False
     return region.work * len(boxes) > sum(boxes) + CALL_ELEMENTS * len(boxes)
@@ -785,10 +847,12 @@ class _Builder:
             return self.read(node, place.names)
         if node.kind == "unary":
             return self.function(node, place)
-        if node.kind == "op":  # basic indexing (a read elsewhere) or its scatter (a bracket around it)
-            names, conditions = _indexed_names(node, place.names)
-            operand = self.value(node.args[0], _Place(place.root, names, place.context, place.strict))
-            return Guard(0, conditions, operand) if conditions else operand
+        if node.kind == "op":  # indexing (a read elsewhere), a scatter, pad or concatenation (brackets)
+            terms = []
+            for position, names, conditions in _operand_reads(node, place.names):
+                operand = self.value(node.args[position], _Place(place.root, names, place.context, place.strict))
+                terms.append(Guard(0, conditions, operand) if conditions else operand)
+            return terms[0] if len(terms) == 1 else chain([("+", t) for t in terms])
         operands = [self.value(a, _operand_place(node, place, k, root), root=False)
                     for k, a in enumerate(node.args)]
         if node.kind == "add":

@@ -680,12 +680,27 @@ register_operator(Operator("remainder_parts", _remainder_forward, _remainder_sha
                            zero_derivative=True))
 
 
+def _integer_remainder(x: np.ndarray, y: np.ndarray, truncated: bool) -> np.ndarray:
+    xp = array_module((x, y))
+    return xp.fmod(x, y) if truncated else xp.remainder(x, y)
+
+
+register_operator(Operator("integer_remainder", _integer_remainder, lambda a, b, **_: (a,),
+                           flops=lambda a, b, **_: math.prod(a), batch=_remainder_batch, device=True,
+                           zero_derivative=True))
+
+
 def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:
     """NumPy's value behind a stop-gradient, plus ``tangent_seed(x) + slope·tangent_seed(y)``: the
-    seeds are 0 in value and 1 in derivative, so the partials are JAX's (1 and the slope)."""
+    seeds are 0 in value and 1 in derivative, so the partials are JAX's (1 and the slope).  Of two
+    integer arrays (indices computed from traced values), the value alone: integers have no
+    derivative, and the slope would cost most of the call."""
     a, b = _node(x), _node(y)
     shape = _result_shape(name, a, b)
     a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
+    if integer_dtype(x) is not None and integer_dtype(y) is not None:
+        (value,) = apply_operator("integer_remainder", [a, b], truncated=truncated)
+        return integer_result(Traced(value), x, y)
     value, slope = apply_operator("remainder_parts", [a, b], truncated=truncated)
     terms = [_locally_constant(value)]
     if isinstance(x, Traced):
@@ -706,7 +721,7 @@ def _floor_divide(x: Any, y: Any) -> Traced:
     a, b = _node(x), _node(y)
     shape = _result_shape("np.floor_divide", a, b)
     a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
-    (remainder, _) = apply_operator("remainder_parts", [a, b], truncated=False)
+    (remainder,) = apply_operator("integer_remainder", [a, b], truncated=False)
     quotient = E.elementwise("div", E.add(a, E.scale(-1.0, remainder)), b)
     return integer_result(Traced(_locally_constant(quotient)), x, y)
 

@@ -272,11 +272,12 @@ def _seconds(model: tuple[float, float], entries: int) -> float:
     return model[0] + model[1] * entries
 
 
-def collapse_views(roots: Sequence[Tensor]) -> list[Tensor]:
+def collapse_views(roots: Sequence[Tensor], kept: frozenset[int] = frozenset()) -> list[Tensor]:
     """``roots`` with each chain of moves (a move reading moves that nothing else reads, no root), and
     each concatenation of moves of one tensor, replaced by one step from the tensor they read
     (:class:`Views`: a reshape, one basic index, or a gather) where that step costs less than
-    the copies it replaces.  The values are the same entries."""
+    the copies it replaces.  The values are the same entries.  The moves whose ids are in ``kept``
+    stay as they are (a fused region reads them in place: :func:`jacacc.tensor.fusion.read_in_place`)."""
     views = Views()
     nodes = nodes_of(roots)
     readers = reader_counts(nodes, roots)
@@ -285,7 +286,7 @@ def collapse_views(roots: Sequence[Tensor]) -> list[Tensor]:
     for node in nodes:
         args = tuple(new[id(a)] for a in node.args)
         rewritten = node if all(a is b for a, b in zip(args, node.args, strict=True)) else with_args(node, args)
-        if _move(node) is not None and any(_move(a) is not None for a in node.args):
+        if _move(node) is not None and id(node) not in kept and any(_move(a) is not None for a in node.args):
             base, positions = views.of(node)
             if base is not node:
                 # the copies made now: this move's and those of the moves only it reads

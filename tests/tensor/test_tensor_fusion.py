@@ -529,6 +529,34 @@ def test_slices_and_scatters_are_reads_and_brackets_in_the_region() -> None:
     _close(kernel.reference(np, [value]), want)
 
 
+def test_rolls_pads_and_concatenations_are_reads_under_brackets_in_the_region() -> None:
+    """A Gauss–Seidel sweep by np.roll and a zero-padded stencil: each shifted copy is a read of its
+    operand under the bracket of where it lies, the sweep one kernel reading only its two inputs."""
+    p, d = var("p", (5, 4)), var("d", (5, 4))
+    sweep = lambda p, d: (d + np.roll(p, 1, axis=0) + np.roll(p, -1, axis=0) + np.roll(p, 1, axis=1)  # noqa: E731
+                          + np.roll(p, -1, axis=1)) / 4.0
+    from jacacc.tensor.trace import Traced
+
+    node = sweep(Traced(p), Traced(d)).node
+    program = Program([unary("tanh", node)], [p, d])
+    [kernel] = _fused(program)
+    assert sorted(x.param for x in kernel.region.inputs) == ["d", "p"]  # no shifted copy is read
+    assert sum(m.param[0] == "concatenate" for m in kernel.region.members if m.kind == "op") == 4
+    rng = np.random.default_rng(0)
+    pv, dv = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    want = np.tanh(sweep(pv, dv))
+    _close(program(pv, dv)[0], want)
+    _close(kernel.reference(np, [{"p": pv, "d": dv}[x.param] for x in kernel.region.inputs]), want)
+    padded = apply_operator("pad", [unary("pow", p, 2.0)], widths=((1, 0), (2, 1)))[0]  # cheap: read twice
+    stencil = add(index_node(padded, BasicKey((("s", 0, 1, 5), ("s", 0, 1, 4)))),
+                  index_node(padded, BasicKey((("s", 1, 1, 5), ("s", 3, 1, 4)))))
+    program = Program([unary("sin", stencil)], [p])
+    [kernel] = _fused(program)
+    assert [x.param for x in kernel.region.inputs] == ["p"]
+    wide = np.pad(pv ** 2, ((1, 0), (2, 1)))
+    _close(program(pv)[0], np.sin(wide[:5, :4] + wide[1:6, 3:7]))
+
+
 def test_operations_of_two_and_three_operands_are_calls_in_regions() -> None:
     f, args = OBJECTIVES["branches and pairs"]
     names = ("logaddexp", "maximum", "hypot", "arctan2", "eq", "gt")
