@@ -191,7 +191,7 @@ def _expanded(key: tuple[Any, ...], ndim: int) -> list[Any]:
     at = next(k for k, item in enumerate(items) if item is Ellipsis)
     fill = ndim - (len(items) - 1)
     if fill < 0:
-        raise IndexError(f"too many indices for an array of shape {ndim} dimension(s)")
+        raise IndexError(f"too many indices for an array of {ndim} dimension(s)")
     return items[:at] + [slice(None)] * fill + items[at + 1:]
 
 
