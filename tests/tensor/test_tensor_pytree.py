@@ -185,3 +185,14 @@ def test_subclasses_of_list_and_tuple_come_back_as_lists_and_tuples():
     rebuilt = unflatten(tree, leaves)
     assert type(rebuilt) is list and type(rebuilt[0]) is tuple and len(leaves) == 3
     assert all(a is b for a, b in zip(flatten(rebuilt)[0], leaves, strict=True))
+
+
+def test_a_transformation_of_pytrees_lists_the_plans_of_every_structure():
+    """``.plans`` reads the plans made for each structure of arguments, not only those of arrays passed
+    as they are: a benchmark waits on their steady state (``Program.settled``) through it."""
+    g = jt.grad(lambda p, x: np.sum(p["w"] * x) + p["b"] ** 2)
+    assert len(g.plans) == 0
+    g({"w": np.ones(3), "b": np.array(2.0)}, np.arange(3.0))
+    g({"w": np.ones(4), "b": np.array(2.0)}, np.arange(4.0))
+    plans = list(g.plans.values())
+    assert len(plans) == 2 and all(hasattr(p, "settled") for p in plans)
