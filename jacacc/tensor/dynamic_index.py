@@ -16,7 +16,8 @@ a computed index does the same).  Here:
 * ``np.argmax``/``np.argmin`` (an axis, ``keepdims``) and ``np.argsort`` (stable: ties in index
   order) of traced values are integer arrays too, and ``np.take``/``np.take_along_axis`` take
   them (a NumPy array taken from is a constant of the trace);
-* indexing with such arrays — alone or with constant integer arrays, ints and
+* indexing with such arrays — alone, in lists (``x[[np.argmax(x), 0]]``, made one
+  array as NumPy makes it) or with constant integer arrays, ints and
   slices, by NumPy's rules for advanced indexing — is the operator
   ``take_dynamic``: linear in the array indexed, its transpose
   ``scatter_dynamic`` (the cotangents added at the indices, repeated ones
@@ -67,8 +68,18 @@ def is_integer_array(x: Any) -> bool:
 
 
 def holds_integer_array(items: tuple[Any, ...]) -> bool:
-    """Whether an indexing key holds a traced integer array (and so selects by computed values)."""
-    return any(is_integer_array(item) for item in items)
+    """Whether an indexing key holds a traced integer array, alone or in a list (``x[[i, 0]]``), and so
+    selects by computed values."""
+    return any(is_integer_array(item) or (isinstance(item, list | tuple) and holds_integer_array(tuple(item)))
+               for item in items)
+
+
+def _as_index(item: Any) -> Any:
+    """A list of ints and traced integers (``[np.argmax(x), 0]``) as one traced integer array, as NumPy
+    makes an array of a list; anything else as it is."""
+    if isinstance(item, list | tuple) and holds_integer_array(tuple(item)):
+        return np.stack([_as_index(entry) for entry in item])
+    return item
 
 
 def astype_integer(a: Traced, target: np.dtype) -> Traced:
@@ -215,7 +226,7 @@ def dynamic_getitem(a: Traced, key: Any) -> Traced:
     from jacacc.tensor.arrays import _basic_index, transpose_node
 
     x = _node(a)
-    items = _expanded(key if isinstance(key, tuple) else (key,), x.ndim)
+    items = [_as_index(item) for item in _expanded(key if isinstance(key, tuple) else (key,), x.ndim)]
     advanced = [k for k, item in enumerate(items) if _is_advanced(item)]
     # the slices select first: they keep their axes, so the advanced positions do not move
     sliced = tuple(slice(None) if k in advanced else item for k, item in enumerate(items))

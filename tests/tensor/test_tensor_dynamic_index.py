@@ -58,6 +58,9 @@ CASES = {
         xp.sin(x).reshape(2, 5), xp.argmin(x.reshape(2, 5), axis=1, keepdims=True), axis=1),
     "sort by argsort": lambda x, xp: xp.take_along_axis(x.reshape(2, 5) ** 2, xp.argsort(x.reshape(2, 5), axis=1),
                                                         axis=1) * xp.arange(10.0).reshape(2, 5),
+    # a list of ints and computed integers is an index array, as NumPy makes one
+    "list of computed indices": lambda x, xp: xp.cos(x).reshape(2, 5)[[xp.argmax(x[:4]) % 2, 1],
+                                                                      [0, xp.argmin(x[5:])]],
     "take": lambda x, xp: xp.take(xp.exp(x).reshape(5, 2), xp.argsort(x)[:4] // 2, axis=0)
     + xp.take(x, x.argmax()) + x.take(xp.argsort(x)[::3]).sum(),
 }
