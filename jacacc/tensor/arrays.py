@@ -90,7 +90,7 @@ from jacacc.errors import JacaccError, TraceError, UnsupportedOperationError
 from jacacc.ops import array_module
 from jacacc.tensor import expr as E
 from jacacc.tensor.expr import Tensor, index_letters
-from jacacc.tensor.operators import Operator, apply_operator, register_operator, unary_linear
+from jacacc.tensor.operators import Operator, apply_operator, no_flops, register_operator, unary_linear
 from jacacc.tensor.trace import Traced, _elementwise_product, _node, register_function, register_method
 
 __all__ = ["BasicKey", "IndexArray", "IndexOutOfBoundsError", "broadcast_node", "concatenate_nodes", "dot_nodes", "drop_unit_axes",
@@ -249,15 +249,11 @@ def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
     return result.copy() if array_module((source,)).may_share_memory(result, source) else result
 
 
-def _no_flops(*_: Any, **__: Any) -> int:
-    return 0  # data movement only
-
-
 def _size_flops(shape: Shape, *_: Any, **__: Any) -> int:
     return math.prod(shape)
 
 
-def _linear(name: str, forward: Any, shapes: Any, adjoint: Any, flops: Any = _no_flops,
+def _linear(name: str, forward: Any, shapes: Any, adjoint: Any, flops: Any = no_flops,
             batch: Any = None, device: bool = True, spelling: Any = None) -> None:
     """Register a linear operator of one argument by its transpose ``adjoint(cotangent, arg, **options)``
     (its pushforward is itself), and the options for an argument with leading batch axes
@@ -1031,11 +1027,18 @@ def _scatter_add(t: np.ndarray, index: IndexArray, shape: Shape, lead: int = 0) 
         out = xp.zeros((batch, size), dtype=t.dtype)
         out[:, index.on(xp).reshape(-1)] = flat_t
         return out.reshape(shape)
-    # repeated indices accumulate: x[[0, 0]] pulls back twice onto x[0]; a batch row's
-    # positions are offset by its row, so one bincount serves every row
-    positions = (xp.arange(batch)[:, None] * size + index.on(xp).reshape(1, -1)).reshape(-1)
-    total = xp.bincount(positions, weights=flat_t.reshape(-1), minlength=batch * size)
-    return total.reshape(shape).astype(t.dtype, copy=False)
+    return added_at(flat_t, index.on(xp).reshape(-1), size, xp).reshape(shape)
+
+
+def added_at(rows: Any, positions: Any, size: int, xp: Any) -> Any:
+    """Each row of ``rows`` (batch × n) added into a row of ``size`` zeros at the flat ``positions``
+    (n of them): repeated positions accumulate (``x[[0, 0]]`` pulls back twice onto ``x[0]``); a
+    batch row's positions are offset by its row, so one bincount serves every row."""
+    batch = rows.shape[0]
+    if batch != 1:
+        positions = (xp.arange(batch)[:, None] * size + positions.reshape(1, -1)).reshape(-1)
+    total = xp.bincount(positions, weights=rows.reshape(-1), minlength=batch * size)
+    return total.reshape(batch, size).astype(rows.dtype, copy=False)
 
 
 def _gather_shapes(a: Shape, index: IndexArray, lead: int = 0) -> tuple[Shape]:

@@ -53,7 +53,9 @@ import numpy as np
 from jacacc.errors import UnsupportedOperationError
 from jacacc.ops import array_module
 from jacacc.tensor import expr as E
+from jacacc.tensor.arrays import _axis, _basic_index, added_at, reshape_node, transpose_node
 from jacacc.tensor.expr import Tensor
+from jacacc.tensor.numpy_more import _piecewise
 from jacacc.tensor.operators import Operator, apply_operator, register_operator
 from jacacc.tensor.trace import Traced, _broadcast_to, _node, as_integer, integer_dtype
 
@@ -85,8 +87,6 @@ def _as_index(item: Any) -> Any:
 def astype_integer(a: Traced, target: np.dtype) -> Traced:
     """``a.astype(target)`` for an integer ``target``: NumPy's cast (truncation toward zero), held in
     the plan's float type behind a zero derivative, typed ``target``."""
-    from jacacc.tensor.numpy_more import _piecewise  # it imports this module's neighbours
-
     if integer_dtype(a) is not None:  # already integers: the values stay, the type changes
         return as_integer(Traced(E.unary("pos", a.node)), target)
     return as_integer(_piecewise("cast", a, target.name), target)
@@ -133,17 +133,11 @@ def _scatter_dynamic(t: np.ndarray, *indices: np.ndarray, shape: Shape, lead: in
     k = len(indices)
     extents, rest = tuple(shape[lead:lead + k]), tuple(shape[lead + k:])
     flat = _flat_positions(indices, extents, xp).reshape(-1)
+    width = math.prod(rest)
+    if width > 1:  # each trailing entry its own position, the trailing axes innermost
+        flat = (flat[:, None] * width + xp.arange(width)[None, :]).reshape(-1)
     batch = math.prod(shape[:lead])
-    size, width = math.prod(extents), math.prod(rest)
-    if batch == 1 and width == 1:  # a vector of cotangents to add at the positions: one bincount
-        total = xp.bincount(flat, weights=t.reshape(-1), minlength=size)
-        return total.reshape(shape).astype(t.dtype, copy=False)
-    # each (batch row, index, trailing entry) is one position of a flat bincount: repeated indices add
-    values = t.reshape(batch, flat.size, width)
-    positions = ((xp.arange(batch)[:, None, None] * size + flat[None, :, None]) * width
-                 + xp.arange(width)[None, None, :])
-    total = xp.bincount(positions.reshape(-1), weights=values.reshape(-1), minlength=batch * size * width)
-    return total.reshape(shape).astype(t.dtype, copy=False)
+    return added_at(t.reshape(batch, flat.size), flat, math.prod(extents) * width, xp).reshape(shape)
 
 
 def _index_shape(indices: tuple[Shape, ...]) -> Shape:
@@ -223,8 +217,6 @@ def dynamic_getitem(a: Traced, key: Any) -> Traced:
     """``a[key]`` where ``key`` holds traced integer arrays: NumPy's advanced indexing, as
     ``take_dynamic`` (slices applied first; the index arrays broadcast together; their axes in place
     of the indexed ones where those are adjacent, in front otherwise)."""
-    from jacacc.tensor.arrays import _basic_index, transpose_node
-
     x = _node(a)
     items = [_as_index(item) for item in _expanded(key if isinstance(key, tuple) else (key,), x.ndim)]
     advanced = [k for k, item in enumerate(items) if _is_advanced(item)]
@@ -271,12 +263,6 @@ register_operator(Operator("argsort_values", _stable_argsort, lambda x, axis: (x
                            flops=lambda x, axis: math.prod(x) * max(1, math.ceil(math.log2(max(x[axis], 2))))))
 
 
-def _axis_of(name: str, axis: Any, shape: Shape) -> int:
-    from jacacc.tensor.arrays import _axis
-
-    return _axis(name, axis, shape)
-
-
 def _integers_of(name: str, x: Any, **options: Any) -> Traced:
     (node,) = apply_operator(name, [_node(x)], **options)
     return as_integer(Traced(node), np.intp)
@@ -289,7 +275,7 @@ def _arg(largest: bool) -> Any:
         if out is not None:
             raise UnsupportedOperationError(f"{name} with out= is not supported by jacacc.tensor")
         x = _node(a)
-        k = None if axis is None else _axis_of(name, axis, x.shape)
+        k = None if axis is None else _axis(name, axis, x.shape)
         if x.size == 0:
             raise ValueError(f"attempt to get {name[3:]} of an empty sequence")
         return _integers_of("arg_extremum", a, axis=k, largest=largest, keepdims=bool(keepdims))
@@ -303,10 +289,8 @@ def _argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, sta
         raise UnsupportedOperationError("np.argsort with order= (structured arrays) is not supported by jacacc.tensor")
     x = _node(a)
     if axis is None:
-        from jacacc.tensor.arrays import reshape_node
-
         a, axis = Traced(reshape_node(x, (x.size,))), 0
-    return _integers_of("argsort_values", a, axis=_axis_of("np.argsort", axis, _node(a).shape))
+    return _integers_of("argsort_values", a, axis=_axis("np.argsort", axis, _node(a).shape))
 
 
 def _lifted(a: Any) -> Traced:
@@ -318,10 +302,8 @@ def _take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Traced:
     """``np.take_along_axis``: every other axis indexed by its own position, broadcast against ``indices``."""
     x = _lifted(arr)
     if axis is None:
-        from jacacc.tensor.arrays import reshape_node
-
         x, axis = Traced(reshape_node(x.node, (x.size,))), 0
-    k = _axis_of("np.take_along_axis", axis, x.shape)
+    k = _axis("np.take_along_axis", axis, x.shape)
     if np.ndim(indices) != x.ndim:
         raise ValueError(f"np.take_along_axis: indices of {np.ndim(indices)} dimension(s) for an array of {x.ndim}")
     key = tuple(indices if m == k else np.arange(n).reshape((-1,) + (1,) * (x.ndim - 1 - m))
@@ -336,10 +318,8 @@ def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "
                                         "jacacc.tensor")
     x = _lifted(a)
     if axis is None:
-        from jacacc.tensor.arrays import reshape_node
-
         return Traced(reshape_node(x.node, (x.size,)))[indices]
-    return x[(slice(None),) * _axis_of("np.take", axis, x.shape) + (indices,)]
+    return x[(slice(None),) * _axis("np.take", axis, x.shape) + (indices,)]
 
 
 def _register_functions() -> None:

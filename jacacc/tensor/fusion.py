@@ -514,11 +514,16 @@ def _operand_reads(node: Tensor, names: tuple[Affine, ...]) -> list[tuple[int, t
     return reads
 
 
-def _within(at: Affine, start: int, length: int) -> tuple[Affine, list[Condition]]:
-    """Index ``at`` of a block placed at ``start`` (``length`` long) as the block's own index, and
-    the brackets of its lying inside the block."""
-    distance = at - Affine.make({}, start)
-    return distance, [Condition(distance, ">="), Condition(Affine.make({}, length - 1) - distance, ">=")]
+def _within(at: Affine, start: int, length: int, step: int = 1) -> tuple[Affine, list[Condition]]:
+    """Index ``at`` of a block of ``length`` entries placed at ``start`` every ``step`` positions (a
+    slice's entries, a piece of a concatenation) as the block's own index, and the brackets of its
+    lying inside the block (and on one of its positions, a divisibility bracket, where ``|step| > 1``)."""
+    distance = (at - Affine.make({}, start)).scale(1 if step > 0 else -1)  # |step| times the entry
+    conditions = [Condition(distance, ">="), Condition(Affine.make({}, (length - 1) * abs(step)) - distance, ">=")]
+    if abs(step) > 1:
+        conditions.append(Condition(distance, "%", abs(step)))
+        distance = Affine.of(Quotient(distance, abs(step)))
+    return distance, conditions
 
 
 def read_in_place(roots: Sequence[Tensor]) -> frozenset[int]:
@@ -563,12 +568,9 @@ def _indexed_names(node: Tensor, names: tuple[Affine, ...]) -> tuple[tuple[Affin
             conditions.append(Condition(at - Affine.make({}, item[1]), "=="))
             continue
         _, start, step, length = item
-        distance = (at - Affine.make({}, start)).scale(1 if step > 0 else -1)  # |s| times t's entry
-        conditions += [Condition(distance, ">="), Condition(Affine.make({}, (length - 1) * abs(step)) - distance, ">=")]
-        if abs(step) > 1:
-            conditions.append(Condition(distance, "%", abs(step)))
-            distance = Affine.of(Quotient(distance, abs(step)))
-        read_list.append(distance)
+        read, inside = _within(at, start, length, step)
+        conditions += inside
+        read_list.append(read)
     return tuple(read_list), tuple(conditions)
 
 

@@ -119,6 +119,7 @@ from jacacc.tensor.trace import (
     _UFUNCS,
     Traced,
     _binary_elementwise,
+    _broadcast_pair,
     _broadcast_to,
     _diag,
     _einsum,
@@ -695,9 +696,7 @@ def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:
     seeds are 0 in value and 1 in derivative, so the partials are JAX's (1 and the slope).  Of two
     integer arrays (indices computed from traced values), the value alone: integers have no
     derivative, and the slope would cost most of the call."""
-    a, b = _node(x), _node(y)
-    shape = _result_shape(name, a, b)
-    a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
+    a, b = _broadcast_pair(name, _node(x), _node(y))
     if integer_dtype(x) is not None and integer_dtype(y) is not None:
         (value,) = apply_operator("integer_remainder", [a, b], truncated=truncated)
         return integer_result(Traced(value), x, y)
@@ -706,7 +705,7 @@ def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:
     if isinstance(x, Traced):
         terms.append(E.unary("tangent_seed", a))
     if isinstance(y, Traced):
-        labels = index_letters(len(shape))
+        labels = index_letters(a.ndim)
         terms.append(E.einsum(f"{labels},{labels}->{labels}", _locally_constant(slope), E.unary("tangent_seed", b)))
     return integer_result(Traced(E.add(*terms)), x, y)
 
@@ -718,9 +717,7 @@ _register_ufuncs(lambda x, y: _remainder("np.fmod", True, x, y), "fmod")
 def _floor_divide(x: Any, y: Any) -> Traced:
     """``x // y`` as NumPy defines it, ``(x − x mod y) / y`` (exact for integers), behind a zero
     derivative (piecewise constant, as JAX's)."""
-    a, b = _node(x), _node(y)
-    shape = _result_shape("np.floor_divide", a, b)
-    a, b = _broadcast_to(a, shape), _broadcast_to(b, shape)
+    a, b = _broadcast_pair("np.floor_divide", _node(x), _node(y))
     (remainder,) = apply_operator("integer_remainder", [a, b], truncated=False)
     quotient = E.elementwise("div", E.add(a, E.scale(-1.0, remainder)), b)
     return integer_result(Traced(_locally_constant(quotient)), x, y)

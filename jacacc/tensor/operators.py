@@ -66,13 +66,14 @@ from typing import Any
 from jacacc.errors import RegistryError, TraceError
 from jacacc.tensor.expr import OPERATORS, Tensor, operator_node, var, zeros
 
-__all__ = ["Operator", "apply_operator", "get_operator", "outputs_of", "placeholder", "register_operator",
-           "unary_linear"]
+__all__ = ["Operator", "apply_operator", "get_operator", "no_flops", "outputs_of", "placeholder",
+           "register_operator", "unary_linear"]
 
 Shape = tuple[int, ...]
 
 
-def _no_flops(*_: Any, **__: Any) -> int:
+def no_flops(*_: Any, **__: Any) -> int:
+    """The FLOPs of an operator that only moves entries (the default of :attr:`Operator.flops`)."""
     return 0
 
 
@@ -155,7 +156,7 @@ class Operator:
     output_shapes: Callable[..., tuple[tuple[int, ...], ...]]
     jvp: Callable[..., tuple[Tensor, ...]] | None = None
     vjp: Callable[..., tuple[Tensor, ...]] | None = None
-    flops: Callable[..., int] = _no_flops
+    flops: Callable[..., int] = no_flops
     in_place: tuple[tuple[int, str], ...] = ()
     batch: Callable[..., tuple[Sequence[Tensor], dict[str, Any]] | None] | None = None
     device: bool = False
@@ -195,11 +196,9 @@ class Operator:
     def pullback(self, outputs: Sequence[Tensor], args: Sequence[Tensor], cotangents: Sequence[Tensor],
                  **options: Any) -> tuple[Tensor, ...]:
         """The arguments' cotangents from the outputs' (``cotangents``: one per output, zeros where absent)."""
-        if self.zero_derivative or all(c.is_zero for c in cotangents):
-            return tuple(zeros(a.shape) for a in args)
-        if self.vjp is not None:
-            return self._checked("vjp", self.vjp(tuple(outputs), tuple(args), tuple(cotangents), **options), args)
-        return self.transposed_pushforward(outputs, args, cotangents, **options)
+        if self.vjp is None or self.zero_derivative or all(c.is_zero for c in cotangents):
+            return self.transposed_pushforward(outputs, args, cotangents, **options)
+        return self._checked("vjp", self.vjp(tuple(outputs), tuple(args), tuple(cotangents), **options), args)
 
     def transposed_pushforward(self, outputs: Sequence[Tensor], args: Sequence[Tensor], cotangents: Sequence[Tensor],
                                **options: Any) -> tuple[Tensor, ...]:

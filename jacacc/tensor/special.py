@@ -101,18 +101,13 @@ def _forward(x: np.ndarray, order: int) -> np.ndarray:
     return scipy.special.polygamma(order, x)
 
 
-def _times(derivative: Tensor, direction: Tensor) -> Tensor:
-    """The elementwise product of two arrays of one shape (the symbolic zero for a zero direction)."""
-    return _hadamard(derivative, direction)
-
-
 def _next_order(args: tuple[Tensor, ...], order: int) -> Tensor:
     (derivative,) = apply_operator("polygamma", [args[0]], order=order + 1)
     return derivative
 
 
 def _jvp(outputs: Any, args: tuple[Tensor, ...], tangents: tuple[Tensor, ...], order: int) -> tuple:
-    return (_times(_next_order(args, order), tangents[0]),)
+    return (_hadamard(_next_order(args, order), tangents[0]),)
 
 
 # the pullback is the pushforward's transpose: the same elementwise product (jacacc.tensor.transpose)
@@ -196,7 +191,7 @@ def elementwise_operator(name: str, forward: Callable[..., Any], partial: Callab
     def jvp(outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], tangents: tuple[Tensor, ...],
             **options: Any) -> tuple[Tensor]:
         derivatives = _partials(name, outputs, args, tangents, options)
-        return (E.add(E.zeros(outputs[0].shape), *(_times(d, t) for d, t in zip(derivatives, tangents, strict=True)
+        return (E.add(E.zeros(outputs[0].shape), *(_hadamard(d, t) for d, t in zip(derivatives, tangents, strict=True)
                                                  if d is not None)),)
 
     _PARTIALS[name] = partial

@@ -42,7 +42,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from jacacc.errors import TraceError
-from jacacc.tensor.expr import Tensor, add, const, delta, einsum, elementwise, ones, scale, symbol, zeros
+from jacacc.tensor.expr import (
+    Tensor,
+    add,
+    const,
+    delta,
+    einsum,
+    elementwise,
+    nodes_of,
+    ones,
+    scale,
+    symbol,
+    zeros,
+)
+from jacacc.tensor.operators import Operator, get_operator, outputs_of
 
 __all__ = ["transpose_linear"]
 
@@ -73,8 +86,6 @@ def transpose_linear(roots: Sequence[Tensor], inputs: Sequence[Tensor],
         A root is not linear in ``inputs`` (a product of two tangents, a non-linear
         function of one, an operator applied to one outside its ``linear_in``).
     """
-    from jacacc.tensor.expr import nodes_of
-    from jacacc.tensor.operators import get_operator, outputs_of
 
     order = nodes_of(roots)
     linear = {id(x) for x in inputs}
@@ -123,7 +134,7 @@ def transpose_linear(roots: Sequence[Tensor], inputs: Sequence[Tensor],
     return [total(x) for x in inputs]
 
 
-def _operator_transpose(operator: object, node: Tensor, cts: list[Tensor], dependent: Dependent) -> tuple[Tensor, ...]:
+def _operator_transpose(operator: Operator, node: Tensor, cts: list[Tensor], dependent: Dependent) -> tuple[Tensor, ...]:
     linear = operator.linear_positions(len(node.args))
     outside = [k for k, a in enumerate(node.args) if dependent(a) and k not in linear]
     if outside:

@@ -22,27 +22,26 @@ from jacacc.tensor.rule_checks import check_operator_rules
 from jacacc.tensor.transpose import transpose_linear
 
 
+def _images_of_a_basis(root: E.Tensor, seed: E.Tensor, data: dict) -> np.ndarray:
+    """``root`` evaluated at each unit vector of ``seed``'s entries: one raveled image per row."""
+    program = Program([root], [seed, *data])
+    images = []
+    for k in range(seed.size):
+        e = np.zeros(seed.size)
+        e[k] = 1.0
+        images.append(np.ravel(program(e.reshape(seed.shape), *data.values())[0]))
+    return np.array(images).reshape(seed.size, root.size)
+
+
 def _matrix_of(root: E.Tensor, t: E.Tensor, data: dict) -> np.ndarray:
     """The linear map t ↦ root as a matrix (root entries × t entries), column by column."""
-    program = Program([root], [t, *data])
-    columns = []
-    for k in range(t.size):
-        e = np.zeros(t.size)
-        e[k] = 1.0
-        columns.append(np.ravel(program(e.reshape(t.shape), *data.values())[0]))
-    return np.array(columns).T.reshape(root.size, t.size)
+    return _images_of_a_basis(root, t, data).T
 
 
 def _transposed_matrix(root: E.Tensor, t: E.Tensor, data: dict) -> np.ndarray:
     c = placeholder(root.shape)
     (tbar,) = transpose_linear([root], [t], [c])
-    program = Program([tbar], [c, *data])
-    rows = []
-    for k in range(root.size):
-        e = np.zeros(root.size)
-        e[k] = 1.0
-        rows.append(np.ravel(program(e.reshape(root.shape), *data.values())[0]))
-    return np.array(rows).reshape(root.size, t.size)
+    return _images_of_a_basis(tbar, c, data)
 
 
 def _assert_transposes(root: E.Tensor, t: E.Tensor, data: dict) -> None:
