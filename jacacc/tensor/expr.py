@@ -49,7 +49,7 @@ import numpy as np
 
 from jacacc import ops
 
-__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "nodes_of", "reader_counts", "sums_a_letter", "ones", "rebuild", "scale",
+__all__ = ["Tensor", "UNARY", "add", "const", "delta", "einsum", "elementwise", "flops_of", "grouped_sum", "nodes_of", "reader_counts", "sums_a_letter", "ones", "rebuild", "scale",
            "symbol", "unary", "var", "with_args", "zeros"]
 
 Shape = tuple[int, ...]
@@ -394,6 +394,19 @@ def add(*terms: Tensor) -> Tensor:
         return cancelled(shape) if not np.any(total) else const(total)
     flat.sort(key=lambda t: t.serial)  # a sum is commutative: one node for any order of its terms
     return _intern("add", shape, tuple(flat), None)
+
+
+def grouped_sum(*terms: Tensor) -> Tensor:
+    """The sum node of exactly ``terms``, a sum among them kept as one term (:func:`add` flattens
+    it): for a rewrite that groups terms on purpose.
+
+    >>> a, b, c = var("a", (2,)), var("b", (2,)), var("c", (2,))
+    >>> [t.kind for t in grouped_sum(add(a, b), c).args]
+    ['add', 'var']
+    """
+    if len(terms) < 2 or len({t.shape for t in terms}) != 1:
+        raise ValueError("grouped_sum needs two or more terms of one shape")
+    return _intern("add", terms[0].shape, tuple(terms), None)
 
 
 def unary(name: str, a: Tensor, p: float | None = None) -> Tensor:

@@ -22,7 +22,8 @@ What a region holds:
   language's arithmetic), its other operations of two or three operands
   (:data:`~jacacc.kernels.KERNEL_OPERATIONS`: ``maximum``, ``logaddexp``,
   ``hypot``, ``where``, the predicates ``gt`` … as 1 or 0), sums (``add``
-  without δ-scatter terms) and einsums that multiply elementwise with
+  without δ-scatter terms: a sum with some is split first into the sum of its
+  other terms, a region, and its scatters added after, :func:`scatter_terms_apart`) and einsums that multiply elementwise with
   broadcasting or transposition (each operand's letters distinct and among the
   output's, nothing summed: a scalar constant becomes a number, the unit
   tensors ``ones`` and δ a number and a bracket — never an array);
@@ -154,6 +155,7 @@ from jacacc.tensor.expr import (
     Tensor,
     delta_expansion,
     einsum,
+    grouped_sum,
     node_flops,
     nodes_of,
     rebuild,
@@ -787,19 +789,32 @@ def find_regions(outputs: Sequence[Tensor], min_size: int | dict[str, dict[int, 
 
 #: the cost of one NumPy call in element operations (about a microsecond: a thousand additions)
 CALL_ELEMENTS = 1000
+#: a kernel's brackets for k slices cost ``BRACKET_TEST_ELEMENTS · k ** BRACKET_GROWTH`` element
+#: operations per entry (more than linear in k: a body of many bracketed terms branches
+#: unpredictably), an entry of a slice scattered back where it lies ``SCATTERED_ENTRY_ELEMENTS`` (its
+#: term computed into memory, then added into the sum), and a scattered slice takes
+#: ``SCATTERED_SLICE_CALLS`` NumPy statements.  Fitted to ``experiments/scattered_slices.py``
+#: (``results/scattered_slices.json``, one core): sums of 7 to 300 slices, 40 × 40 to 2000 × 2000
+BRACKET_TEST_ELEMENTS = 0.02
+BRACKET_GROWTH = 1.6
+SCATTERED_ENTRY_ELEMENTS = 2
+SCATTERED_SLICE_CALLS = 2
 
 
 def _scattered_cheaper(region: Region) -> bool:
     """Whether the slices a region scatters back (``index_scatter`` members) cost less added into
-    their sum where they lie, one NumPy call each (:mod:`jacacc.tensor.straightline`), than as the
-    region's brackets, which the kernel tests at every entry for every slice: a convolution's
-    Hessian by windows sums 98 blocks of 3 × 100 into a 100 × 100 array (98 brackets at each of
-    10⁴ entries against 98 additions of 300)."""
+    their sum where they lie, a few NumPy statements each (:mod:`jacacc.tensor.straightline`), than
+    as the region's brackets, which the kernel tests at every entry for every slice.  Many small
+    slices are cheaper scattered (298 windows of 300 × 3 summed into 300 × 300: 1.4 against
+    11 ms as a kernel); a few wide ones, a convolution's Hessian by shifted slices, are cheaper as
+    one kernel (7 slices of 2000 × 1994: 4.9 against 32 ms scattered)."""
     boxes = [a.size for m in region.members if m.kind == "op" and m.param[0] in ("index_scatter", "concatenate")
              for a in m.args]
     if len(boxes) < 2:
         return False
-    return region.work * len(boxes) > sum(boxes) + CALL_ELEMENTS * len(boxes)
+    kernel = region.work * (1 + BRACKET_TEST_ELEMENTS * len(boxes) ** BRACKET_GROWTH)
+    scattered = SCATTERED_ENTRY_ELEMENTS * sum(boxes) + SCATTERED_SLICE_CALLS * CALL_ELEMENTS * len(boxes)
+    return kernel > scattered
 
 
 def _region(nodes: list[Tensor], members: list[int]) -> Region:
@@ -1367,6 +1382,35 @@ def _last_letter_last(node: Tensor) -> Tensor:
     return einsum(f"{','.join(terms)}->{out}", *args)
 
 
+def scatter_terms_apart(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """``outputs`` with each sum of two or more plain terms and δ scatters (``H = Σⱼ wⱼ·Jⱼ + λ·I``:
+    a regularized Hessian) rewritten as the sum of the plain terms, then the scatters added to it.
+    A region takes no sum with a scatter term (its diagonals are added in place, never a bracket at
+    every entry), and so took none of the terms' sum either: each term was a kernel of its own and
+    a pass over memory (a convolution's Hessian at n = 2000: seven kernels and six additions of
+    2000 × 2000).  Apart, the plain terms' sum is one region.
+
+    Examples
+    --------
+    >>> from jacacc.tensor.expr import add, delta, unary, var
+    >>> a, b = var("a", (3, 3)), var("b", (3, 3))
+    >>> (y,) = scatter_terms_apart([add(unary("exp", a), unary("exp", b), einsum("ij,->ij", delta(3), var("s", ())))])
+    >>> [t.kind for t in y.args]
+    ['add', 'einsum']
+    """
+    return rebuild(outputs, lambda _, node: _plain_terms_apart(node))
+
+
+def _plain_terms_apart(node: Tensor) -> Tensor:
+    if node.kind != "add":
+        return node
+    scatters = [t for t in node.args if t.kind == "einsum" and delta_expansion(t.param, t.args) is not None]
+    plain = [t for t in node.args if not any(t is s for s in scatters)]
+    if not scatters or len(plain) < 2:
+        return node
+    return grouped_sum(grouped_sum(*plain), *scatters)
+
+
 def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[str, dict[int, int]] | None = None) -> tuple[Tensor, ...]:
     """``outputs`` with each region of :func:`find_regions` replaced by one node of kind
     ``"fused"`` (its parameter a :class:`FusedKernel`, its operands the region's inputs);
@@ -1381,7 +1425,7 @@ def fused_outputs(outputs: Sequence[Tensor], dtype: Any, min_size: int | dict[st
     """
     if not numba_available():
         return tuple(outputs)
-    rewritten = inline_operands_in_loop_order(outputs)
+    rewritten = scatter_terms_apart(inline_operands_in_loop_order(outputs))
     regions = find_regions(rewritten, min_size)
     if not regions:
         return tuple(outputs)

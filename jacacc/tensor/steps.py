@@ -243,7 +243,7 @@ class Contraction:
                 a, b = taken[::-1] if swap else taken
                 a = (a if pa is None else a.transpose(pa)).reshape(sa)
                 b = (b if pb is None else b.transpose(pb)).reshape(sb)
-                result = (a @ b).reshape(shape)
+                result = (xp.dot(a, b) if len(sa) == 2 else a @ b).reshape(shape)  # as the straight-line source
                 stack.append(result if final is None else result.transpose(final))
             else:
                 stack.append(xp.einsum(how, *taken))

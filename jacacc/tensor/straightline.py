@@ -106,7 +106,7 @@ class _Source:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"np": np, "einsum": EINSUM}
+        self.env: dict[str, Any] = {"np": np, "einsum": EINSUM, "dot": np.dot}
         self.constants: set[str] = set()
         self._temporaries = 0
         #: the name matrix products call (:func:`scipy_matmul`), or "" for NumPy's ``@``
@@ -185,7 +185,12 @@ def _contraction(src: _Source, contraction: Any, operands: list[str], target: st
                     for (operand, term), perm, matrix in zip(operands, (pa, pb), (sa, sb), strict=True))
             # a small product runs on one thread in either library: NumPy's ``@`` skips the wrapper
             small = sa[0] * sa[1] * sb[1] <= SINGLE_THREAD_GEMM
-            text = f"{src.matmul}({a}, {b})" if src.matmul and not small else f"({a} @ {b})"
+            if src.matmul and not small:
+                text = f"{src.matmul}({a}, {b})"
+            elif len(sa) == 2:  # ``np.dot`` of two matrices skips the ufunc machinery of ``@``: 0.56 against 0.82 µs for 4 × 19 by 19 × 10
+                text = f"dot({a}, {b})"
+            else:
+                text = f"({a} @ {b})"
             if shape != (*sa[:-1], sb[-1]):
                 text = f"{text}.reshape({shape!r})"
             if final is not None:
