@@ -33,6 +33,8 @@ Examples
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from typing import Any
 
 from jacacc.tensor.batching import batched
 from jacacc.tensor.expr import Tensor, einsum, index_letters, zeros
@@ -137,14 +139,45 @@ class OperatorPartial(LinearPartial):
     def joint_pullback(self, jacobians: dict[int, Jacobian], batch_shape: Shape) -> Jacobian | None:
         """Argument ``k``'s pullback from those of several outputs of the application
         (output index → ∂start/∂output), through one call of the pullback."""
-        seeds = {i: placeholder(self.outputs[i].shape) for i in jacobians}
-        given = tuple(seeds.get(i, zeros(o.shape)) for i, o in enumerate(self.outputs))
-        pulled = self.operator.pullback(self.outputs, self.node.args, given, **self.options)[self.k]
+        seeds, pulled_all = _symbolic_pullback(self.operator, self.outputs, self.node.args, self.options,
+                                               tuple(sorted(jacobians)))
+        pulled = pulled_all[self.k]
         if pulled.is_zero:
             return None
         bound = {seeds[i]: _batch_first(jac, batch_shape, True) for i, jac in jacobians.items()}
         (b,) = batched([pulled], bound, batch_shape)
         return _jacobian(b, batch_shape, self.inp_shape, True)
+
+
+#: the symbolic pullbacks of the applications met last (:func:`_symbolic_pullback`)
+_PULLBACKS: OrderedDict[tuple, tuple[dict[int, Tensor], tuple[Tensor, ...]]] = OrderedDict()
+PULLBACKS_KEPT = 16
+
+
+def _symbolic_pullback(operator: Any, outputs: tuple[Tensor, ...], args: tuple[Tensor, ...], options: dict,
+                       seeded: tuple[int, ...]) -> tuple[dict[int, Tensor], tuple[Tensor, ...]]:
+    """An application's pullback to every argument from placeholder cotangents of its ``seeded``
+    outputs (the placeholders by output index, and the arguments' cotangents), built once for all
+    its arguments' edges: each edge of ``np.array`` of n traced scalars (a concatenation of n pieces)
+    built the whole transpose, n slices, to keep one — n² nodes, 78 s to differentiate a loop of
+    998 windows twice.  The last :data:`PULLBACKS_KEPT` are kept (the key holds its tensors, so
+    an entry never answers for another application)."""
+    key = (outputs, args, tuple(sorted(options.items(), key=lambda kv: kv[0])), seeded)
+    try:
+        hit = _PULLBACKS.get(key)
+    except TypeError:  # an option that does not hash: built afresh
+        key, hit = None, None
+    if hit is not None:
+        _PULLBACKS.move_to_end(key)
+        return hit
+    seeds = {i: placeholder(outputs[i].shape) for i in seeded}
+    given = tuple(seeds.get(i, zeros(o.shape)) for i, o in enumerate(outputs))
+    result = (seeds, tuple(operator.pullback(outputs, args, given, **options)))
+    if key is not None:
+        _PULLBACKS[key] = result
+        while len(_PULLBACKS) > PULLBACKS_KEPT:
+            _PULLBACKS.popitem(last=False)
+    return result
 
 
 class FactorMap(LinearPartial):

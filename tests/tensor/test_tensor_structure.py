@@ -353,3 +353,29 @@ def test_an_einsum_against_identities_is_the_einsum_of_the_renamed_letters(subsc
 
 
 RNG_STRUCTURE = np.random.default_rng(25)
+
+
+def test_a_constant_hessian_is_computed_once_and_handed_out_as_copies():
+    """A quadratic stencil's Hessian (the 5-point Laplacian's normal matrix, by slices of u) reads no
+    variable: it is folded when the plan is made (an output too, not only what outputs read), each
+    call hands out a copy (a caller's write does not reach the next call), and it equals LᵀL."""
+    n = 9
+
+    def objective(u):
+        lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * u[1:-1, 1:-1]
+        return 0.5 * np.sum(lap ** 2)
+
+    L = np.zeros(((n - 2) ** 2, n * n))
+    for i in range(1, n - 1):
+        for j in range(1, n - 1):
+            row = (i - 1) * (n - 2) + (j - 1)
+            for di, dj, c in ((-1, 0, 1), (1, 0, 1), (0, -1, 1), (0, 1, 1), (0, 0, -4)):
+                L[row, (i + di) * n + (j + dj)] += c
+    hessian = jt.hessian(objective)
+    u = np.random.default_rng(5).standard_normal((n, n))
+    first = hessian(u)
+    np.testing.assert_array_equal(first.reshape(n * n, n * n), L.T @ L)
+    [plan] = [getattr(p, "plan", p) for p in hessian.plans.values()]
+    assert [plan.nodes[s].kind for s in plan._output_slots] == ["const"]
+    first[...] = 7.0
+    np.testing.assert_array_equal(hessian(2 * u).reshape(n * n, n * n), L.T @ L)
