@@ -19,11 +19,13 @@ a computed index does the same).  Here:
 * indexing with such arrays — alone, in lists (``x[[np.argmax(x), 0]]``, made one
   array as NumPy makes it) or with constant integer arrays, ints and
   slices, by NumPy's rules for advanced indexing — is the operator
-  ``take_dynamic``: linear in the array indexed, its transpose
-  ``scatter_dynamic`` (the cotangents added at the indices, repeated ones
-  accumulating), and the index arguments data.  Negative indices wrap once and
-  an index out of range raises ``IndexError`` naming the axis, as in NumPy,
-  when the program runs.
+  ``flat_positions`` (the index arrays' row-major positions in the axes they
+  index: one node per set of indices, so every take at them and every scatter
+  of a pullback computes them once) and the operator ``take_dynamic`` at those
+  positions: linear in the array indexed, its transpose ``scatter_dynamic``
+  (the cotangents added at the positions, repeated ones accumulating), and the
+  positions data.  Negative indices wrap once and an index out of range raises
+  ``IndexError`` naming the axis, as in NumPy, when the program runs.
 
 Examples
 --------
@@ -104,12 +106,15 @@ def _checked_indices(index: Any, n: int, axis: int, xp: Any) -> Any:
     return xp.where(ints < 0, ints + n, ints)
 
 
-def _flat_positions(indices: tuple[Any, ...], extents: Shape, xp: Any) -> Any:
-    """The row-major flat positions of the index arrays in a block of ``extents``."""
+def _flat_positions(*indices: Any, extents: Shape) -> Any:
+    """The row-major flat positions of the index arrays (held in the plan's float type, or integers) in a
+    block of ``extents``, as ``intp``: a negative index wrapped once, one out of range raising
+    ``IndexError`` as NumPy does."""
+    xp = array_module(indices)
     if xp is np:
         # the common case in one C call: indices in range (ravel_multi_index checks them)
         try:
-            return np.ravel_multi_index(tuple(i.astype(np.intp) for i in indices), extents)
+            return np.ravel_multi_index(tuple(i.astype(np.intp, copy=False) for i in indices), extents)
         except ValueError:
             pass  # a negative index to wrap, or one out of range to name: the careful way below
     checked = [_checked_indices(i, n, axis, xp) for axis, (i, n) in enumerate(zip(indices, extents, strict=True))]
@@ -119,25 +124,33 @@ def _flat_positions(indices: tuple[Any, ...], extents: Shape, xp: Any) -> Any:
     return flat
 
 
-def _take_dynamic(x: np.ndarray, *indices: np.ndarray, lead: int = 0) -> np.ndarray:
-    xp = array_module((x, *indices))
-    k = len(indices)
-    extents, rest = x.shape[lead:lead + k], x.shape[lead + k:]
-    flat = _flat_positions(indices, extents, xp)
-    merged = x.reshape(x.shape[:lead] + (math.prod(extents),) + rest)
-    return merged.take(flat, axis=lead)
+def _flat_shapes(*indices: Shape, extents: Shape) -> tuple[Shape]:
+    if len(indices) != len(extents):
+        raise ValueError(f"flat_positions: {len(indices)} index arrays for {len(extents)} extents")
+    return (_index_shape(indices),)
 
 
-def _scatter_dynamic(t: np.ndarray, *indices: np.ndarray, shape: Shape, lead: int = 0) -> np.ndarray:
-    xp = array_module((t, *indices))
-    k = len(indices)
-    extents, rest = tuple(shape[lead:lead + k]), tuple(shape[lead + k:])
-    flat = _flat_positions(indices, extents, xp).reshape(-1)
+def _merged(shape: Shape, lead: int, axes: int) -> tuple[Shape, Shape, Shape]:
+    """An array's leading batch axes, the ``axes`` a flat position addresses, and the rest."""
+    return tuple(shape[:lead]), tuple(shape[lead:lead + axes]), tuple(shape[lead + axes:])
+
+
+def _take_dynamic(x: np.ndarray, flat: np.ndarray, lead: int = 0, axes: int = 1) -> np.ndarray:
+    """``x`` at the flat positions ``flat`` (:func:`_flat_positions`, in range) of its ``axes`` axes after ``lead``."""
+    batch, extents, rest = _merged(x.shape, lead, axes)
+    return x.reshape(batch + (math.prod(extents),) + rest).take(flat.astype(np.intp, copy=False), axis=lead)
+
+
+def _scatter_dynamic(t: np.ndarray, flat: np.ndarray, shape: Shape, lead: int = 0, axes: int = 1) -> np.ndarray:
+    """Zeros of ``shape`` with the entries of ``t`` added at the flat positions ``flat`` (repeated ones accumulating)."""
+    xp = array_module((t, flat))
+    batch, extents, rest = _merged(tuple(shape), lead, axes)
+    positions = flat.astype(xp.intp, copy=False).reshape(-1)
     width = math.prod(rest)
     if width > 1:  # each trailing entry its own position, the trailing axes innermost
-        flat = (flat[:, None] * width + xp.arange(width)[None, :]).reshape(-1)
-    batch = math.prod(shape[:lead])
-    return added_at(t.reshape(batch, flat.size), flat, math.prod(extents) * width, xp).reshape(shape)
+        positions = (positions[:, None] * width + xp.arange(width)[None, :]).reshape(-1)
+    return added_at(t.reshape(math.prod(batch), positions.size), positions, math.prod(extents) * width,
+                    xp).reshape(shape)
 
 
 def _index_shape(indices: tuple[Shape, ...]) -> Shape:
@@ -146,27 +159,29 @@ def _index_shape(indices: tuple[Shape, ...]) -> Shape:
     return indices[0]
 
 
-def _take_shapes(x: Shape, *indices: Shape, lead: int = 0) -> tuple[Shape]:
-    if len(x) < lead + len(indices):
-        raise ValueError(f"take_dynamic: {len(indices)} index arrays for an array of shape {x[lead:]}")
-    return (x[:lead] + _index_shape(indices) + x[lead + len(indices):],)
+def _take_shapes(x: Shape, flat: Shape, lead: int = 0, axes: int = 1) -> tuple[Shape]:
+    if len(x) < lead + axes:
+        raise ValueError(f"take_dynamic: positions in {axes} axes of an array of shape {x[lead:]}")
+    batch, _, rest = _merged(x, lead, axes)
+    return (batch + tuple(flat) + rest,)
 
 
-def _scatter_shapes(t: Shape, *indices: Shape, shape: Shape, lead: int = 0) -> tuple[Shape]:
+def _scatter_shapes(t: Shape, flat: Shape, shape: Shape, lead: int = 0, axes: int = 1) -> tuple[Shape]:
     return (tuple(shape),)
 
 
-def _take_transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], lead: int = 0) -> tuple[Tensor]:
-    return (apply_operator("scatter_dynamic", [cotangents[0], *args[1:]], shape=args[0].shape, lead=lead)[0],)
+def _take_transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], lead: int = 0,
+                    axes: int = 1) -> tuple[Tensor]:
+    return (apply_operator("scatter_dynamic", [cotangents[0], args[1]], shape=args[0].shape, lead=lead, axes=axes)[0],)
 
 
 def _scatter_transpose(args: tuple[Tensor, ...], cotangents: tuple[Tensor, ...], shape: Shape,
-                       lead: int = 0) -> tuple[Tensor]:
-    return (apply_operator("take_dynamic", [cotangents[0], *args[1:]], lead=lead)[0],)
+                       lead: int = 0, axes: int = 1) -> tuple[Tensor]:
+    return (apply_operator("take_dynamic", [cotangents[0], args[1]], lead=lead, axes=axes)[0],)
 
 
 def _batch(batch_shape: Shape, args: Any, flags: Any, **options: Any) -> Any:
-    """Leading batch axes of the array indexed (or scattered into); a batch of index arrays is
+    """Leading batch axes of the array indexed (or scattered into); a batch of positions is
     applied element by element."""
     if any(flags[1:]):
         return None
@@ -176,11 +191,15 @@ def _batch(batch_shape: Shape, args: Any, flags: Any, **options: Any) -> Any:
     return args, {**options, "lead": lead + len(batch_shape)}
 
 
+# the positions are a node of their own: the takes at one set of indices (an advection's four
+# corners of each of its fields) and the scatters of their pullbacks compute them once
+register_operator(Operator("flat_positions", _flat_positions, _flat_shapes, device=True, zero_derivative=True,
+                           flops=lambda *indices, extents: math.prod(indices[0]) * len(indices)))
 register_operator(Operator("take_dynamic", _take_dynamic, _take_shapes, batch=_batch, linear_in=(0,),
                            transpose=_take_transpose))
 register_operator(Operator("scatter_dynamic", _scatter_dynamic, _scatter_shapes, batch=_batch, linear_in=(0,),
                            transpose=_scatter_transpose,
-                           flops=lambda t, *indices, shape, lead=0: math.prod(t)))
+                           flops=lambda t, flat, shape, lead=0, axes=1: math.prod(t)))
 
 
 # ---------------------------------------------------------------------------- indexing
@@ -229,7 +248,8 @@ def dynamic_getitem(a: Traced, key: Any) -> Traced:
     nodes = [_node(items[k]) for k in advanced]
     shape = tuple(np.broadcast_shapes(*(n.shape for n in nodes)))
     indices = [_broadcast_to(n, shape) if n.shape != shape else n for n in nodes]
-    (taken,) = apply_operator("take_dynamic", [moved, *indices])
+    (flat,) = apply_operator("flat_positions", indices, extents=tuple(moved.shape[:len(indices)]))
+    (taken,) = apply_operator("take_dynamic", [moved, flat], axes=len(indices))
     adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
     if adjacent and advanced[0] > 0:  # NumPy puts the index axes where the indexed ones were
         b, p = len(shape), advanced[0]

@@ -195,6 +195,10 @@ def var(name: str, shape: Sequence[int]) -> Tensor:
     return _intern("var", tuple(int(n) for n in shape), (), name)
 
 
+#: constant arrays up to this many entries are one node per value (:func:`const`)
+SHARED_CONST_MAX = 8192
+
+
 def const(value: Any) -> Tensor:
     """A constant array (scalars and small arrays are shared by value)."""
     array = np.asarray(value, dtype=float)
@@ -205,6 +209,10 @@ def const(value: Any) -> Tensor:
         return _intern("const", array.shape, (), ("small", array.tobytes()), array)
     array = array.copy()
     array.flags.writeable = False
+    if array.size <= SHARED_CONST_MAX:
+        # one node per value: a loop body that makes the same array each step (``np.arange(n)``,
+        # ``np.eye(n)``) makes one constant, and what it computes from it is shared (interned) too
+        return _intern("const", array.shape, (), ("shared", array.tobytes()), array)
     return Tensor("const", array.shape, (), ("array", id(array)), array)
 
 

@@ -140,3 +140,35 @@ def test_what_cannot_be_traced_is_refused_in_one_line():
         jt.grad(lambda x: np.sum(x[np.floor(x)]))(np.ones(3))
     with pytest.raises(UnsupportedOperationError, match="np.newaxis"):
         jt.grad(lambda x: np.sum(x[None, np.floor(x).astype(int)]))(np.ones(3))
+
+
+def test_takes_at_one_set_of_indices_compute_its_positions_once():
+    """The flat positions of a set of computed indices are one node (``flat_positions``): two fields
+    read at the same cells, in a loop body that rebuilds its constant grid each step (a constant
+    array is one node per value), compute them once per step, and their pullbacks' scatters reuse
+    them.  The gradient is NumPy's own by hand."""
+    from jacacc.tensor.expr import nodes_of
+
+    n = 100
+
+    def step(f, g, v):
+        grid = np.arange(n)  # rebuilt each call, as the fluid simulation's meshgrid
+        cells = np.mod(np.floor(grid - v).astype(int), n)
+        return f[cells] * g[cells]
+
+    def objective(f, g, v):
+        return np.sum(step(f, g, v) + step(g, f, v) ** 2)
+
+    rng = np.random.default_rng(0)
+    f, g, v = rng.standard_normal(n), rng.standard_normal(n), rng.uniform(0, 3, n)
+    traced = trace(objective, [f, g, v])
+    positions = [node for node in nodes_of(traced.outputs) if node.kind == "op" and node.param[0] == "flat_positions"]
+    assert len(positions) == 1
+    cells = np.mod(np.floor(np.arange(n) - v).astype(int), n)
+    a, b = f[cells], g[cells]
+    want_f, want_g = np.zeros(n), np.zeros(n)
+    np.add.at(want_f, cells, b + 2 * (b * a) * b)
+    np.add.at(want_g, cells, a + 2 * (b * a) * a)
+    got_f, got_g = jt.grad(objective, argnum=(0, 1))(f, g, v)
+    np.testing.assert_allclose(got_f, want_f, rtol=1e-12)
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-12)
