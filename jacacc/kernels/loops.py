@@ -54,6 +54,7 @@ from jacacc.kernels.ir import (
     rebuild,
     walk,
 )
+from jacacc.kernels.terms import terms_source
 
 __all__ = ["ACCUMULATORS_MAX", "BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
            "InteriorSplit", "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
@@ -110,6 +111,9 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     calls = Calls.of(calls, "py")
     if reduction and isinstance(last_factor(definition.body), Summation):
         return _chunked_source(definition, arguments, parallel, calls)
+    sparse = terms_source(definition, arguments, parallel, calls)
+    if sparse is not None:  # every term on a thin part of the output: zeroed, then each added where it lives
+        return sparse
     split = interior_split(definition)
     if split is not None:
         return _split_source(definition, arguments, parallel, split, calls)

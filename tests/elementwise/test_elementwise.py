@@ -536,3 +536,43 @@ def test_derivatives_of_derivatives_with_and_without_the_shape():
     assert np.allclose(f.derivative("x").vjp(dg, df=df, x=x, y=y)["y"], [expected], rtol=1e-13)
     with pytest.raises(SourceError, match="was derived for x of shape \\(3,\\), got an array of shape \\(4,\\)"):
         g(df=df, x=np.zeros(4), y=y)
+
+
+@pytest.mark.parametrize("source, sizes, shapes", [
+    # an arrowhead: the diagonal, the last column, the last row
+    ("f[i, j] = [i == j] * x[j] + [j == 5] * y[i] + [i == 5] * x[j] * y[i]", {"i": 6, "j": 6}, {"x": (6,), "y": (6,)}),
+    # a band, one diagonal subtracted, a constant diagonal, a product over a sum of bracketed terms
+    ("f[i, j] = ([i == j + 1] * x[j] - [i + 2 == j] * y[i] + [i == j] * 2) * exp(x[i])", {"i": 7, "j": 7},
+     {"x": (7,), "y": (7,)}),
+    # a pinned index beside a free one (three axes), and rows picked by an equality with a range on the last
+    ("f[i, j, k] = [k == i] * x[j] + [i == 1 and k >= j] * y[k]", {"i": 3, "j": 4, "k": 5}, {"x": (4,), "y": (5,)}),
+])
+def test_thin_terms_are_added_where_they_live(source, sizes, shapes, monkeypatch):
+    """A body whose every term lives on a thin part of the output (a pin of the last index, or rows an
+    equality picks) is written as zeros plus each term where it lives (jacacc.kernels.terms): the
+    values are those of the element-by-element loops, interpreted and compiled in parallel."""
+    from jacacc.kernels import loops as kernels
+
+    f = define(source, sizes, backend="python")
+    assert "+= " in kernels.python_source(f.definition, f.arguments) or "-= " in kernels.python_source(
+        f.definition, f.arguments)
+    rng = np.random.default_rng(6)
+    arrays = {n: rng.standard_normal(s) for n, s in shapes.items()}
+    args = [arrays[a] for a in f.arguments]
+    terms, parallel = np.full(f.shape, np.nan), np.full(f.shape, np.nan)
+    kernels.python_kernel(f.definition, f.arguments)(terms, *args)
+    kernels.numba_kernel(f.definition, f.arguments)(parallel, *args)
+    monkeypatch.setattr(kernels, "terms_source", lambda *a, **k: None)
+    whole = np.empty(f.shape)
+    kernels.python_kernel(f.definition, f.arguments)(whole, *args)
+    np.testing.assert_allclose(terms, whole, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(parallel, whole, rtol=1e-15, atol=0)
+
+
+def test_a_dense_term_keeps_the_element_by_element_loops():
+    """A term that lives on every entry of a row (no pin, no row picked) is cheaper in the one pass
+    that tests the brackets: no terms layout."""
+    from jacacc.kernels.terms import terms_source
+
+    f = define("f[i, j] = [i == j] * x[j] + y[i] * x[j]", {"i": 4, "j": 4}, backend="python")
+    assert terms_source(f.definition, f.arguments) is None
