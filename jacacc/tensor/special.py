@@ -98,7 +98,11 @@ def _forward(x: np.ndarray, order: int) -> np.ndarray:
         return scipy.special.gammaln(x)
     if order == 0:
         return scipy.special.digamma(x)
-    return scipy.special.polygamma(order, x)
+    # SciPy's own formula, (-1)ⁿ⁺¹ Γ(n + 1) ζ(n + 1, x), without its Python wrapper's broadcasting
+    # (5.2 against 0.75 µs for one value; trigamma is every Hessian of a gammaln)
+    factor = (-1.0) ** (order + 1) * scipy.special.gamma(order + 1.0)
+    value = scipy.special.zeta(order + 1.0, x)
+    return value if factor == 1.0 else factor * value
 
 
 def _next_order(args: tuple[Tensor, ...], order: int) -> Tensor:
