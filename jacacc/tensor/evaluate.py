@@ -34,6 +34,7 @@ from jacacc import ops
 from jacacc.errors import UnsupportedOperationError
 from jacacc.tensor import fusion, isomorphic, scalarize
 from jacacc.tensor.allocator import keep_freed_memory
+from jacacc.tensor.dynamic_index import combined_scatters
 from jacacc.tensor.expr import (
     OPERATORS,
     UNARY,
@@ -254,7 +255,8 @@ class Program:
             return False
 
         self.outputs = fold_constants(outputs, self.dtype, keep if fusing else None) if fold else outputs
-        planned = self.outputs
+        # one scatter of every computed-index scatter a sum adds into one shape (an interpolation's pullback)
+        planned = tuple(combined_scatters(self.outputs))
         if isomorphic.ENABLED:  # the NumPy steps batched; ``outputs`` (what the scalar tier writes out) not
             planned = tuple(isomorphic.batch_isomorphic(planned))
         planned = tuple(collapse_views(planned, fusion.read_in_place(planned) if fusing else frozenset()))

@@ -172,3 +172,32 @@ def test_takes_at_one_set_of_indices_compute_its_positions_once():
     got_f, got_g = jt.grad(objective, argnum=(0, 1))(f, g, v)
     np.testing.assert_allclose(got_f, want_f, rtol=1e-12)
     np.testing.assert_allclose(got_g, want_g, rtol=1e-12)
+
+
+def test_an_interpolations_corner_scatters_are_one_scatter():
+    """The pullback of a bilinear interpolation reads the field at four corners: its four scatters
+    into the field's shape are one (combined_scatters), and the gradient is NumPy's np.add.at."""
+    from jacacc.tensor.evaluate import Program
+
+    n = 8
+
+    def interpolate(f, x, y):
+        i, j = np.floor(x).astype(int), np.floor(y).astype(int)
+        s, t = x - i, y - j
+        i0, i1, j0, j1 = np.mod(i, n), np.mod(i + 1, n), np.mod(j, n), np.mod(j + 1, n)
+        return np.sum((1 - s) * ((1 - t) * f[i0, j0] + t * f[i0, j1]) + s * ((1 - t) * f[i1, j0] + t * f[i1, j1]))
+
+    rng = np.random.default_rng(4)
+    f, x, y = rng.standard_normal((n, n)), rng.uniform(0, 2 * n, 30), rng.uniform(-n, n, 30)
+    gradient = jt.grad(interpolate)
+    got = gradient(f, x, y)
+    i, j = np.floor(x).astype(int), np.floor(y).astype(int)
+    s, t = x - i, y - j
+    want = np.zeros((n, n))
+    for di, dj, weight in ((0, 0, (1 - s) * (1 - t)), (0, 1, (1 - s) * t), (1, 0, s * (1 - t)), (1, 1, s * t)):
+        np.add.at(want, (np.mod(i + di, n), np.mod(j + dj, n)), weight)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    [plan] = [getattr(p, "plan", p) for p in gradient.plans.values()]
+    assert isinstance(plan, Program)
+    scatters = [node for node in plan.nodes if node.kind == "op" and node.param[0] == "scatter_dynamic"]
+    assert len(scatters) == 1 and scatters[0].args[1].size == 4 * x.size
