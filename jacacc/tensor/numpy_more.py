@@ -607,9 +607,22 @@ def _piecewise_forward(x: np.ndarray, how: str, option: Any = None) -> np.ndarra
     return _PIECEWISE[how](array_module((x,)), x, option)
 
 
+def _piecewise_spelling(args: list[str], how: str, option: Any = None) -> str:
+    """The value as the straight-line program's own NumPy expression: no Python call around it (1.2 µs
+    a call of 256 entries; an advection rounds and casts each of its cells)."""
+    (x,) = args
+    if how == "cast":
+        return f"{x}.astype({option!r}).astype({x}.dtype)"
+    if how == "round":
+        return f"np.round({x}, {option!r})"
+    if how == "angle":
+        return f"np.angle({x}, deg={option!r})"
+    return f"np.{how}({x})"
+
+
 register_operator(Operator("piecewise_constant", _piecewise_forward, lambda a, **_: (a,), flops=_size_flops,
                            batch=lambda batch_shape, args, flags, **options: (args, options), device=True,
-                           zero_derivative=True))
+                           zero_derivative=True, spelling=_piecewise_spelling))
 
 
 def _piecewise(how: str, x: Any, option: Any = None) -> Traced:
@@ -688,7 +701,8 @@ def _integer_remainder(x: np.ndarray, y: np.ndarray, truncated: bool) -> np.ndar
 
 register_operator(Operator("integer_remainder", _integer_remainder, lambda a, b, **_: (a,),
                            flops=lambda a, b, **_: math.prod(a), batch=_remainder_batch, device=True,
-                           zero_derivative=True))
+                           zero_derivative=True,
+                           spelling=lambda args, truncated: f"np.{'fmod' if truncated else 'remainder'}({', '.join(args)})"))
 
 
 def _remainder(name: str, truncated: bool, x: Any, y: Any) -> Traced:

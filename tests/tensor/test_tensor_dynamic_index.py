@@ -201,3 +201,28 @@ def test_an_interpolations_corner_scatters_are_one_scatter():
     assert isinstance(plan, Program)
     scatters = [node for node in plan.nodes if node.kind == "op" and node.param[0] == "scatter_dynamic"]
     assert len(scatters) == 1 and scatters[0].args[1].size == 4 * x.size
+
+
+@pytest.mark.parametrize("spelled", ["floor", "ceil", "trunc", "rint", "round", "cast", "remainder", "fmod"])
+def test_rounding_and_integer_remainders_spelled_inline_equal_their_forward(spelled):
+    """Rounding, casts and integer remainders are written into the straight-line program as NumPy
+    expressions (Operator.spelling): the same values as the operators' forward functions (the
+    interpreter) and NumPy's, at 0-d and n-d arguments."""
+    from jacacc.tensor.evaluate import Program
+
+    functions = {
+        "floor": lambda x: np.floor(x), "ceil": lambda x: np.ceil(x), "trunc": lambda x: np.trunc(x),
+        "rint": lambda x: np.rint(x), "round": lambda x: np.round(x, 1),
+        "cast": lambda x: x.astype(np.int32) * 1.5,
+        "remainder": lambda x: np.remainder(np.floor(x).astype(int), 3) * x,
+        "fmod": lambda x: np.fmod(np.floor(x).astype(int), 3) * x,
+    }
+    f = functions[spelled]
+    for x in (np.array([-2.5, -1.49, -0.5, 0.5, 1.5, 2.51, 7.25]), np.array(-3.75)):
+        traced = trace(f, [x])
+        program = Program(traced.outputs, traced.inputs, np.float64)
+        straight, interpreted = program(x)[0], program.interpret(np, [x])[0]
+        np.testing.assert_array_equal(straight, interpreted)
+        np.testing.assert_array_equal(straight, f(x))
+        source = program._straight_line.source
+        assert (".astype('int32')" if spelled == "cast" else f"np.{spelled}(") in source
