@@ -56,7 +56,7 @@ from jacacc.tensor.steps import (
     shape_error,
     without_unit_ones,
 )
-from jacacc.tensor.straightline import compile_program
+from jacacc.tensor.straightline import SINGLE_THREAD_GEMM, compile_program
 from jacacc.tensor.views import collapse_views
 
 __all__ = ["Contraction", "Program", "array_module"]
@@ -333,6 +333,14 @@ class Program:
                 name, options, index = n.param
                 options = {**dict(options), **in_place.get(k, {})}
                 self._steps.append((k, "op", (OPERATORS[name], options, index, (name, n.param[1], args)), args, free))
+        if self._threads_blas():
+            # OpenBLAS's threads spin for a while after a product they shared, and a kernel's
+            # thread pool then waits for a core: a network's Hessian (220 × 220, products of
+            # 220 × 200 by 200 × 200) took 7.9 ms a call with a parallel kernel after them on two
+            # cores, 0.6 ms with the kernels on the calling thread
+            for kind_step in self._steps:
+                if kind_step[1] == "fused":
+                    kind_step[2].parallel = False
         # per step, the sum its value is added into at once and then freed: (sum slot, whether the
         # sum may write into the value's buffer), or None
         self._into: list[tuple[int, bool] | None] = [streamed.get(step[0]) for step in self._steps]
@@ -400,6 +408,24 @@ class Program:
         factor may have moved to an elementwise step a kernel multiplies by at no cost
         (:func:`~jacacc.tensor.fusion.scales_into_regions`); it is counted where it runs."""
         return sum(node_flops(n) for n in self.nodes)
+
+    def _threads_blas(self) -> bool:
+        """Whether a step calls BLAS or LAPACK on operands large enough for OpenBLAS to share among
+        its threads: a matrix product past :data:`~jacacc.tensor.straightline.SINGLE_THREAD_GEMM`
+        multiply-adds, or an operator that calls SciPy's BLAS or LAPACK."""
+        def threaded(contraction: Any) -> bool:
+            return isinstance(contraction, Contraction) and any(
+                kind == "matmul" and math.prod(how[1]) * how[3][-1] > SINGLE_THREAD_GEMM
+                for _, kind, how, _ in contraction._steps)
+
+        for _, kind, op, _, _ in self._steps:
+            if kind == "einsum" and threaded(op) or kind == "scatter" and threaded(op[1]):
+                return True
+            if kind == "add" and any(threaded(core) for _, core, _, _ in op[1]):
+                return True
+            if kind == "op" and op[0].scipy_blas:
+                return True
+        return False
 
     @property
     def fused_kernels(self) -> tuple[fusion.FusedKernel, ...]:
