@@ -50,6 +50,10 @@ CASES = {
     # integer arithmetic keeps integers: + - * // % abs minimum, negative indices wrap
     "integer arithmetic": lambda x, xp: (lambda c, t: t[(c + 3) % 10] * t[c // 2] + t[xp.minimum(c * 2, 9)]
                                          + t[xp.abs(c - 4)] + t[c - 10])(_cells(x[:4], xp, 6), x * x),
+    # four corners of one table (their pullbacks' scatters one scatter: combined_scatters)
+    "four corners": lambda x, xp: (lambda f, i, j: f[i, j] * x[6:9] + f[(i + 1) % 2, j] + f[i, (j + 1) % 5]
+                                   * f[(i + 1) % 2, (j + 1) % 5])(
+        (x * x).reshape(2, 5), _cells(x[:3], xp, 2), _cells(x[3:6], xp, 5)),
     # a bool cast is a mask
     "bool cast": lambda x, xp: xp.where((x - 0.5).astype(bool), x ** 3, 2 * x) + x.astype(np.int32),
     # integers NumPy computes from the values: argmax, argmin (axes, keepdims), argsort
