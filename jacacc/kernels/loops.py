@@ -54,7 +54,6 @@ from jacacc.kernels.ir import (
     rebuild,
     walk,
 )
-from jacacc.kernels.terms import terms_source
 
 __all__ = ["ACCUMULATORS_MAX", "BLOCK", "CHUNK", "MIN_CHUNKS", "NUMBA_PARALLEL_MAX_CHARS", "PARALLEL_MIN_ELEMENTS", "VECTOR_MATH_MAX_CALLS",
            "InteriorSplit", "cache_root", "cached_module", "interior_split", "kernel_cache_dir", "last_factor", "numba_kernel", "numba_source",
@@ -111,6 +110,8 @@ def python_source(definition: Definition, arguments: list[str], parallel: bool =
     calls = Calls.of(calls, "py")
     if reduction and isinstance(last_factor(definition.body), Summation):
         return _chunked_source(definition, arguments, parallel, calls)
+    from jacacc.kernels.terms import terms_source  # it builds on this module's layout helpers
+
     sparse = terms_source(definition, arguments, parallel, calls)
     if sparse is not None:  # every term on a thin part of the output: zeroed, then each added where it lives
         return sparse

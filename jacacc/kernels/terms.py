@@ -44,8 +44,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jacacc.kernels.emit import Calls, Emitter
+from jacacc.kernels.emit import Calls, Emitter, fold
 from jacacc.kernels.ir import Affine, Binary, Condition, Definition, Guard, Node, Number, Quotient, Unary
+from jacacc.kernels.loops import _code_names, _output_loops, _signature
 
 __all__ = ["MAX_TERMS", "Term", "guarded_terms", "terms_source"]
 
@@ -117,35 +118,29 @@ class _Placement:
         return self.pin is not None or any(c.relation == "==" and c.form.names for c in self.outer)
 
 
+def _along(c: Condition, v: str) -> tuple[int, Affine]:
+    """A condition's form as ``coefficient · v + rest``: the coefficient and the rest."""
+    rest = Affine.make({name: k for name, k in c.form.coeffs if name != v}, c.form.const)
+    return dict(c.form.coeffs).get(v, 0), rest
+
+
 def _placement(term: Term, v: str) -> _Placement | None:
     if any(isinstance(name, Quotient) for c in term.conditions for name, _ in c.form.coeffs):
         return None
-    pin: Affine | None = None
-    lower: list[Affine] = []
-    upper: list[Affine] = []
-    outer: list[Condition] = []
-    checks: list[Condition] = []
-    for c in term.conditions:
-        coefficient = dict(c.form.coeffs).get(v, 0)
-        rest = Affine.make({name: k for name, k in c.form.coeffs if name != v}, c.form.const)
-        if coefficient == 0:
-            outer.append(c)
-        elif c.relation == "==" and coefficient in (1, -1) and pin is None:
-            pin = rest.scale(-1) if coefficient == 1 else rest  # v + rest == 0, or rest - v == 0
-        else:
-            checks.append(c)
-    if pin is None:  # a range only where no pin: then bounds on v are its loop's limits
-        for c in list(checks):
-            coefficient = dict(c.form.coeffs).get(v, 0)
-            if c.relation == ">=" and coefficient in (1, -1):
-                rest = Affine.make({name: k for name, k in c.form.coeffs if name != v}, c.form.const)
-                (lower if coefficient == 1 else upper).append(rest.scale(-1) if coefficient == 1 else rest)
-                checks.remove(c)
-    return _Placement(pin, tuple(lower), tuple(upper), tuple(outer), tuple(checks))
-
-
-def _extreme(name: str, texts: list[str]) -> str:
-    return texts[0] if len(texts) == 1 else f"{name}({', '.join(texts)})"
+    split = [(c, *_along(c, v)) for c in term.conditions]
+    outer = tuple(c for c, coefficient, _ in split if coefficient == 0)
+    pins = [(c, coefficient, rest) for c, coefficient, rest in split if c.relation == "==" and coefficient in (1, -1)]
+    if pins:  # v + rest == 0 or rest − v == 0 pins v; every other condition on v is tested there
+        pinned, coefficient, rest = pins[0]
+        checks = tuple(c for c, k, _ in split if k != 0 and c is not pinned)
+        return _Placement(rest.scale(-1) if coefficient == 1 else rest, (), (), outer, checks)
+    # no pin: the bounds on v are its loop's limits, the other conditions on v tested in it
+    bounds = [(c, coefficient, rest) for c, coefficient, rest in split if c.relation == ">=" and coefficient in (1, -1)]
+    lower = tuple(rest.scale(-1) for _, coefficient, rest in bounds if coefficient == 1)
+    upper = tuple(rest for _, coefficient, rest in bounds if coefficient == -1)
+    bounded = {id(c) for c, _, _ in bounds}
+    checks = tuple(c for c, k, _ in split if k != 0 and id(c) not in bounded)
+    return _Placement(None, lower, upper, outer, checks)
 
 
 def terms_source(definition: Definition, arguments: list[str], parallel: bool = False,
@@ -162,18 +157,14 @@ def terms_source(definition: Definition, arguments: list[str], parallel: bool = 
     if not placements or any(p is None or not p.thin for p in placements):
         return None
     calls = Calls.of(calls, "py")
-    arrays = {a: f"_a_{a}" for a in arguments}
-    env = {n: f"_i_{n}" for n in definition.indices}
-    dims = [f"_n{k}" for k in range(len(definition.indices))]
-    lines = [f"# {definition.source}", f"def kernel({', '.join(['_out', *arrays.values()])}):",
-             f"    {', '.join(dims)}, = _out.shape"]
+    arrays, env = _code_names(definition, arguments)
     depth = len(definition.indices) - 1
-    for k, name in enumerate(definition.indices[:-1]):
-        loop = "prange" if parallel and k == 0 else "range"
-        lines.append("    " * (1 + k) + f"for {env[name]} in {loop}({dims[k]}):")
-    at = "    " * (1 + depth)
+    last = f"_n{depth}"
     out = f"_out[{', '.join(env[n] for n in definition.indices)}]"
-    lines += [f"{at}for {env[v]} in range({dims[-1]}):", f"{at}    {out} = 0.0"]
+    # the output's loops, the last zeroing its row; a prange over the first unless it is the last
+    lines = [*_signature(definition, arguments, arrays),
+             *_output_loops(definition, env, 1, "prange" if parallel and depth else "range"),
+             "    " * (2 + depth) + f"{out} = 0.0"]
     for term, place in zip(terms, placements, strict=True):
         em = Emitter("py", arrays, calls=calls)
         em.unsigned_reads = parallel
@@ -183,10 +174,10 @@ def terms_source(definition: Definition, arguments: list[str], parallel: bool = 
             em.indent += 1
         if place.pin is not None:
             em.line(f"{env[v]} = {em.index(place.pin, env)}")
-            em.line(f"if 0 <= {env[v]} < {dims[-1]}:")
+            em.line(f"if 0 <= {env[v]} < {last}:")
         else:
-            low = _extreme("max", ["0", *(em.index(a, env) for a in place.lower)])
-            high = _extreme("min", [f"{dims[-1]} - 1", *(em.index(a, env) for a in place.upper)])
+            low = fold("max", ["0", *(em.index(a, env) for a in place.lower)])
+            high = fold("min", [f"{last} - 1", *(em.index(a, env) for a in place.upper)])
             em.line(f"for {env[v]} in range({low}, {high} + 1):")
         em.indent += 1
         if place.checks:

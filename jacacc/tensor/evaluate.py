@@ -338,9 +338,8 @@ class Program:
             # thread pool then waits for a core: a network's Hessian (220 × 220, products of
             # 220 × 200 by 200 × 200) took 7.9 ms a call with a parallel kernel after them on two
             # cores, 0.6 ms with the kernels on the calling thread
-            for kind_step in self._steps:
-                if kind_step[1] == "fused":
-                    kind_step[2].parallel = False
+            for kernel in self.fused_kernels:
+                kernel.parallel = False
         # per step, the sum its value is added into at once and then freed: (sum slot, whether the
         # sum may write into the value's buffer), or None
         self._into: list[tuple[int, bool] | None] = [streamed.get(step[0]) for step in self._steps]

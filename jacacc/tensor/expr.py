@@ -205,14 +205,12 @@ def const(value: Any) -> Tensor:
     if array.ndim == 0:
         # the sign bit is part of the key: -0.0 == 0.0, but x / -0.0 is -inf
         return _intern("const", (), (), ("scalar", float(array), bool(np.signbit(array))), array)
-    if array.size <= 64:
-        return _intern("const", array.shape, (), ("small", array.tobytes()), array)
     array = array.copy()
     array.flags.writeable = False
     if array.size <= SHARED_CONST_MAX:
         # one node per value: a loop body that makes the same array each step (``np.arange(n)``,
         # ``np.eye(n)``) makes one constant, and what it computes from it is shared (interned) too
-        return _intern("const", array.shape, (), ("shared", array.tobytes()), array)
+        return _intern("const", array.shape, (), ("small", array.tobytes()), array)
     return Tensor("const", array.shape, (), ("array", id(array)), array)
 
 

@@ -1405,7 +1405,8 @@ def _plain_terms_apart(node: Tensor) -> Tensor:
     if node.kind != "add":
         return node
     scatters = [t for t in node.args if t.kind == "einsum" and delta_expansion(t.param, t.args) is not None]
-    plain = [t for t in node.args if not any(t is s for s in scatters)]
+    scattered = {id(t) for t in scatters}
+    plain = [t for t in node.args if id(t) not in scattered]
     if not scatters or len(plain) < 2:
         return node
     return grouped_sum(grouped_sum(*plain), *scatters)

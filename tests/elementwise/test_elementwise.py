@@ -552,6 +552,7 @@ def test_thin_terms_are_added_where_they_live(source, sizes, shapes, monkeypatch
     equality picks) is written as zeros plus each term where it lives (jacacc.kernels.terms): the
     values are those of the element-by-element loops, interpreted and compiled in parallel."""
     from jacacc.kernels import loops as kernels
+    from jacacc.kernels import terms as layout
 
     f = define(source, sizes, backend="python")
     assert "+= " in kernels.python_source(f.definition, f.arguments) or "-= " in kernels.python_source(
@@ -562,7 +563,7 @@ def test_thin_terms_are_added_where_they_live(source, sizes, shapes, monkeypatch
     terms, parallel = np.full(f.shape, np.nan), np.full(f.shape, np.nan)
     kernels.python_kernel(f.definition, f.arguments)(terms, *args)
     kernels.numba_kernel(f.definition, f.arguments)(parallel, *args)
-    monkeypatch.setattr(kernels, "terms_source", lambda *a, **k: None)
+    monkeypatch.setattr(layout, "terms_source", lambda *a, **k: None)  # the layout loops.python_source asks first
     whole = np.empty(f.shape)
     kernels.python_kernel(f.definition, f.arguments)(whole, *args)
     np.testing.assert_allclose(terms, whole, rtol=1e-15, atol=0)
